@@ -1,0 +1,28 @@
+"""Run every benchmark and print one table: figure, ours, baseline (same run), ratio, goal."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+BENCHMARKS = ["bench_diff"]
+
+
+def main() -> None:
+    names = sys.argv[1:] or BENCHMARKS
+    rows = []
+    for name in names:
+        print(f"== {name}", flush=True)
+        rows.extend(importlib.import_module(name).main())
+    print()
+    print(f"{'figure':<44} {'ours':>12} {'baseline':>12} {'ratio':>8}  goal")
+    for figure, ours, baseline, goal in rows:
+        ratio = baseline / ours if ours else float("inf")
+        print(f"{figure:<44} {ours:>12.2f} {baseline:>12.2f} {ratio:>7.2f}x  {goal}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Set up a local virtualenv and run drift-monitor or its checks: `python3 deploy/dev.py COMMAND`.
+
+Needs only Python 3.11+. The environment lives in `.venv` at the repository root and is
+reinstalled whenever pyproject.toml changes.
+
+Commands:
+  run     the service on its embedded default (SQLite), with a demo server registered
+  test    the whole test suite (PostgreSQL too when DRIFT_MONITOR_TEST_PG_URL is set)
+  check   ruff and mypy
+  bench   every benchmark under bench/
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / "python"
+STAMP = VENV / ".installed-from"
+
+
+def ensure_venv() -> None:
+    if sys.version_info < (3, 11):
+        sys.exit(f"drift-monitor needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if STAMP.exists() and STAMP.read_text() == wanted and PYTHON.exists():
+        return
+    if not PYTHON.exists():
+        print("creating .venv ...", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    print("installing drift-monitor and its development dependencies into .venv ...", flush=True)
+    pip = [str(PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"]
+    subprocess.run([*pip, "--upgrade", "pip"], check=True, cwd=ROOT)
+    subprocess.run([*pip, "-e", ".[dev]"], check=True, cwd=ROOT)
+    STAMP.write_text(wanted)
+
+
+def run(*args: str) -> int:
+    return subprocess.run([str(PYTHON), *args], cwd=ROOT, check=False).returncode
+
+
+def main() -> int:
+    command = sys.argv[1] if len(sys.argv) > 1 else ""
+    extra = sys.argv[2:]
+    if command not in {"run", "test", "check", "bench"}:
+        print(__doc__, file=sys.stderr)
+        return 2
+    ensure_venv()
+    if command == "test":
+        return run("-m", "pytest", *extra)
+    if command == "check":
+        return run("-m", "ruff", "check", ".") or run("-m", "ruff", "format", "--check", ".") or run(
+            "-m", "mypy"
+        )
+    if command == "bench":
+        return run(str(ROOT / "bench" / "run.py"), *extra)
+    examples = ROOT / "docs" / "examples"
+    return run("-m", "monitor.cli", "diff", str(examples / "before.json"), str(examples / "after.json"), *extra)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

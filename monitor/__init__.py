@@ -1,0 +1,1 @@
+"""drift-monitor: watches what MCP servers claim about their tools."""

@@ -1,0 +1,61 @@
+"""Diffing two listings: match tools by name and run every tool rule over what changed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from monitor.fingerprint import CanonicalListing
+from monitor.listing import Tool
+from monitor.rules import TOOL_RULES, Finding, Severity, ToolChange
+
+
+@dataclass(frozen=True)
+class ListingDiff:
+    old_fingerprint: str
+    new_fingerprint: str
+    findings: list[Finding]
+
+    @property
+    def worst(self) -> Severity | None:
+        return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "old_fingerprint": self.old_fingerprint,
+            "new_fingerprint": self.new_fingerprint,
+            "findings": [finding.to_dict() for finding in self.findings],
+        }
+
+
+def diff_listings(old: list[Tool], new: list[Tool]) -> ListingDiff:
+    """Findings between two validated listings, ordered by tool name, then severity, worst first."""
+    return diff_canonical(CanonicalListing.of(old), CanonicalListing.of(new))
+
+
+def diff_canonical(old: CanonicalListing, new: CanonicalListing) -> ListingDiff:
+    """The diff of two indexed listings: unchanged tools cost one string comparison each."""
+    findings: list[Finding] = []
+    if old.fingerprint != new.fingerprint:
+        changed = (
+            name
+            for name in sorted(old.forms.keys() | new.forms.keys())
+            if old.forms.get(name) != new.forms.get(name)
+        )
+        changes = (ToolChange(name, _tool(old, name), _tool(new, name)) for name in changed)
+        findings = list(diff_changes(changes))
+    return ListingDiff(old.fingerprint, new.fingerprint, findings)
+
+
+def _tool(listing: CanonicalListing, name: str) -> Tool | None:
+    tool = listing.tools.get(name)
+    return dict(tool) if tool is not None else None
+
+
+def diff_changes(changes: Iterable[ToolChange]) -> Iterable[Finding]:
+    """Every finding of each changed tool, worst severity first within the tool."""
+    for change in changes:
+        found = [finding for rule in TOOL_RULES if rule.check for finding in rule.check(change)]
+        found.sort(key=lambda finding: -finding.severity.rank)
+        yield from found

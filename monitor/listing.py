@@ -1,0 +1,144 @@
+"""The listing model: reading `tools/list` payloads and the effective annotations of a tool.
+
+A listing is kept as the plain JSON the server sent; this module only checks the little that
+identity needs (objects with unique string names) and reads annotations the way hosts do.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Tool = dict[str, Any]
+
+HINT_DEFAULTS: dict[str, bool] = {
+    "readOnlyHint": False,
+    "destructiveHint": True,
+    "idempotentHint": False,
+    "openWorldHint": True,
+}
+"""The specification's defaults for absent hints: deliberately pessimistic."""
+
+WRITE_ONLY_HINTS = ("destructiveHint", "idempotentHint")
+"""Hints that mean something only when the tool is not read-only."""
+
+
+class ListingError(ValueError):
+    """A payload that is not a usable tool listing; the message says where."""
+
+
+def parse_listing(data: Any) -> list[Tool]:
+    """Tools from a `tools/list` result, a JSON-RPC response wrapping one, or a bare array."""
+    if isinstance(data, Mapping) and "jsonrpc" in data:
+        if "error" in data:
+            error = data["error"]
+            if isinstance(error, Mapping):
+                raise ListingError(
+                    f"JSON-RPC error response (code {error.get('code')!r}): {error.get('message')!r}"
+                )
+            raise ListingError("JSON-RPC error response")
+        if "result" not in data:
+            raise ListingError("JSON-RPC message has neither 'result' nor 'error'")
+        data = data["result"]
+    if isinstance(data, Mapping):
+        if "tools" not in data:
+            raise ListingError("object has no 'tools' key (expected a tools/list result)")
+        data = data["tools"]
+    if not isinstance(data, list):
+        raise ListingError(f"expected a list of tools, got {_json_type(data)}")
+    return validate_tools(data)
+
+
+def validate_tools(tools: list[Any]) -> list[Tool]:
+    """Check that every tool is an object with a unique string name; the tools come back unchanged."""
+    seen: dict[str, int] = {}
+    for index, tool in enumerate(tools):
+        where = f"tools[{index}]"
+        if not isinstance(tool, dict):
+            raise ListingError(f"{where}: expected an object, got {_json_type(tool)}")
+        name = tool.get("name")
+        if not isinstance(name, str):
+            raise ListingError(f"{where}: tool has no string 'name'")
+        if name in seen:
+            raise ListingError(f"{where}: duplicate tool name {name!r} (first at tools[{seen[name]}])")
+        seen[name] = index
+    return tools
+
+
+def load_listing(path: str | Path) -> list[Tool]:
+    """Read and parse a listing file; every failure is a ListingError naming the file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ListingError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ListingError(f"{path}: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    except RecursionError as exc:
+        raise ListingError(f"{path}: JSON nested too deeply") from exc
+    try:
+        return parse_listing(data)
+    except ListingError as exc:
+        raise ListingError(f"{path}: {exc}") from exc
+
+
+def annotations_of(tool: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The tool's annotations object, or None when it has none (or something that is not an object)."""
+    annotations = tool.get("annotations")
+    return annotations if isinstance(annotations, Mapping) else None
+
+
+@dataclass(frozen=True)
+class EffectiveHints:
+    """Hint values as a host reads them: declared booleans, the defaults for anything else."""
+
+    # The wire names, so rules, findings and docs speak one vocabulary.
+    readOnlyHint: bool
+    destructiveHint: bool
+    idempotentHint: bool
+    openWorldHint: bool
+    declared: frozenset[str]
+
+    def get(self, hint: str) -> bool:
+        return bool(getattr(self, hint))
+
+    def applies(self, hint: str) -> bool:
+        """False for destructive/idempotent hints of a read-only tool, which hosts ignore."""
+        return not (self.readOnlyHint and hint in WRITE_ONLY_HINTS)
+
+    @property
+    def writes_destructively(self) -> bool:
+        return not self.readOnlyHint and self.destructiveHint
+
+
+def effective_hints(tool: Mapping[str, Any]) -> EffectiveHints:
+    """Only JSON booleans count as declared: a string "true" is read as absent, like a strict host."""
+    annotations = annotations_of(tool) or {}
+    values: dict[str, bool] = {}
+    declared: set[str] = set()
+    for hint, default in HINT_DEFAULTS.items():
+        raw = annotations.get(hint)
+        if isinstance(raw, bool):
+            values[hint] = raw
+            declared.add(hint)
+        else:
+            values[hint] = default
+    return EffectiveHints(**values, declared=frozenset(declared))
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"

@@ -1,0 +1,92 @@
+"""Untrusted text: finding characters a reader cannot see, showing them, and word diffs.
+
+Tool descriptions are written by servers we do not trust and are read by models that see every
+code point, so a character a person cannot see is a place to hide an instruction.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import unicodedata
+from typing import Literal
+
+_HIDDEN_CATEGORIES = frozenset({"Cf", "Cs"})
+"""Format characters (zero-width, bidi controls, tags, soft hyphen, ...) and lone surrogates."""
+
+_HIDDEN_RANGES: tuple[tuple[int, int], ...] = (
+    (0xE0000, 0xE007F),  # tag characters: invisible ASCII copies
+    (0xFE00, 0xFE0F),  # variation selectors
+    (0xE0100, 0xE01EF),  # variation selectors supplement
+    (0x034F, 0x034F),  # combining grapheme joiner
+    (0x115F, 0x1160),  # Hangul fillers
+    (0x3164, 0x3164),
+    (0xFFA0, 0xFFA0),
+    (0x17B4, 0x17B5),  # Khmer inherent vowels, rendered as nothing
+    (0x180B, 0x180F),  # Mongolian free variation selectors and vowel separator
+)
+
+_LAYOUT_CONTROLS = frozenset("\n\t\r")
+"""Control characters ordinary text uses; every other one (escape, NUL, bell, ...) is hidden."""
+
+WordOp = Literal["=", "-", "+"]
+
+
+def is_hidden(char: str) -> bool:
+    """True for characters that render as nothing or change the direction of what follows."""
+    category = unicodedata.category(char)
+    if category in _HIDDEN_CATEGORIES or (category == "Cc" and char not in _LAYOUT_CONTROLS):
+        return True
+    code = ord(char)
+    return any(low <= code <= high for low, high in _HIDDEN_RANGES)
+
+
+def hidden_characters(text: str) -> set[str]:
+    return {char for char in text if is_hidden(char)}
+
+
+def codepoint_label(char: str) -> str:
+    return f"<U+{ord(char):04X}>"
+
+
+def _needs_label(char: str) -> bool:
+    return char == "\r" or is_hidden(char)
+
+
+def make_visible(text: str) -> str:
+    """Replace every hidden character (and carriage returns) with a `<U+XXXX>` label.
+
+    Safe for a terminal too: escape sequences start with a control character, which becomes a label.
+    """
+    if not any(_needs_label(char) for char in text):
+        return text
+    return "".join(codepoint_label(char) if _needs_label(char) else char for char in text)
+
+
+def describe_hidden(chars: set[str]) -> str:
+    """`U+200B ZERO WIDTH SPACE, U+202E RIGHT-TO-LEFT OVERRIDE` in code point order."""
+    parts = []
+    for char in sorted(chars):
+        name = unicodedata.name(char, "")
+        parts.append(f"U+{ord(char):04X}" + (f" {name}" if name else ""))
+    return ", ".join(parts)
+
+
+_TOKEN = re.compile(r"\s+|\S+")
+
+
+def word_diff(old: str, new: str) -> list[tuple[WordOp, str]]:
+    """The change as runs of kept, removed and added text, cut at word boundaries."""
+    old_words = _TOKEN.findall(old)
+    new_words = _TOKEN.findall(new)
+    ops: list[tuple[WordOp, str]] = []
+    matcher = difflib.SequenceMatcher(a=old_words, b=new_words, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            ops.append(("=", "".join(old_words[i1:i2])))
+            continue
+        if i2 > i1:
+            ops.append(("-", "".join(old_words[i1:i2])))
+        if j2 > j1:
+            ops.append(("+", "".join(new_words[j1:j2])))
+    return ops

@@ -1,0 +1,132 @@
+"""The command line, through a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "monitor.cli", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def write(path: Path, data: object) -> Path:
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def flip(tmp_path: Path) -> tuple[Path, Path]:
+    tool = {"name": "lookup", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}
+    old = write(tmp_path / "old.json", {"tools": [tool]})
+    new = write(tmp_path / "new.json", [{**tool, "annotations": {"readOnlyHint": False}}])
+    return old, new
+
+
+def test_diff_read_only_flip_text_and_fail_on(flip: tuple[Path, Path]) -> None:
+    result = run("diff", str(flip[0]), str(flip[1]))
+    assert result.returncode == 0, result.stderr
+    assert "CRITICAL" in result.stdout and "read-only-revoked" in result.stdout
+    assert "\033[" not in result.stdout, "no colour when stdout is not a terminal"
+    assert run("diff", str(flip[0]), str(flip[1]), "--fail-on", "high").returncode == 1
+    assert run("diff", str(flip[0]), str(flip[1]), "--fail-on", "critical").returncode == 1
+
+
+def test_diff_json_output(flip: tuple[Path, Path]) -> None:
+    result = run("diff", str(flip[0]), str(flip[1]), "--format", "json")
+    assert result.returncode == 0
+    data = json.loads(result.stdout)
+    assert set(data) == {"old_fingerprint", "new_fingerprint", "findings"}
+    (finding,) = data["findings"]
+    assert {k: finding[k] for k in ("rule", "severity", "tool", "field", "old", "new")} == {
+        "rule": "read-only-revoked",
+        "severity": "critical",
+        "tool": "lookup",
+        "field": "annotations.readOnlyHint",
+        "old": True,
+        "new": False,
+    }
+    assert finding["message"]
+
+
+def test_fail_on_below_threshold_exits_zero(tmp_path: Path) -> None:
+    old = write(tmp_path / "a.json", [{"name": "t", "description": "a"}])
+    new = write(tmp_path / "b.json", [{"name": "t", "description": "b"}])
+    assert run("diff", str(old), str(new), "--fail-on", "medium").returncode == 0
+    assert run("diff", str(old), str(new), "--fail-on", "low").returncode == 1
+
+
+def test_identical_listings(flip: tuple[Path, Path]) -> None:
+    result = run("diff", str(flip[0]), str(flip[0]), "--fail-on", "info")
+    assert result.returncode == 0
+    assert "identical listings" in result.stdout
+
+
+def test_fingerprint_command_matches_library(flip: tuple[Path, Path]) -> None:
+    from monitor.fingerprint import fingerprint
+    from monitor.listing import load_listing
+
+    result = run("fingerprint", str(flip[0]))
+    assert result.returncode == 0
+    assert result.stdout.strip() == fingerprint(load_listing(flip[0]))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "not JSON"),
+        (b"\xff\xfe".decode("latin-1"), "not JSON"),
+        ('{"tools": [{"name": "a"}, {"name": "a"}]}', "duplicate tool name"),
+        ('{"tools": [42]}', "expected an object"),
+        ('{"jsonrpc": "2.0", "id": 1, "error": {"code": -32603, "message": "boom"}}', "JSON-RPC error"),
+        ("[" * 100_000, "nested too deeply"),
+    ],
+)
+def test_malformed_input_is_one_line_exit_2(tmp_path: Path, content: str, message: str) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(content, encoding="utf-8")
+    good = write(tmp_path / "good.json", [])
+    for args in (("diff", str(bad), str(good)), ("diff", str(good), str(bad)), ("fingerprint", str(bad))):
+        result = run(*args)
+        assert result.returncode == 2
+        assert "Traceback" not in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert message in result.stderr and str(bad) in result.stderr
+
+
+def test_missing_file_and_bad_severity(tmp_path: Path) -> None:
+    result = run("diff", str(tmp_path / "nope.json"), str(tmp_path / "nope2.json"))
+    assert result.returncode == 2 and "cannot read" in result.stderr
+    assert run("diff", "a", "b", "--fail-on", "severe").returncode == 2
+
+
+def test_hidden_characters_and_escapes_are_shown_not_emitted(tmp_path: Path) -> None:
+    old = write(tmp_path / "a.json", [{"name": "t", "description": "safe"}])
+    new = write(tmp_path / "b.json", [{"name": "t\x1b[2J", "description": "safe\u202e\x1b]0;pwned\x07"}])
+    result = run("diff", str(old), str(new))
+    assert result.returncode == 0
+    assert "\x1b" not in result.stdout and "\u202e" not in result.stdout
+    assert "<U+202E>" in result.stdout and "<U+001B>" in result.stdout
+
+
+def test_shipped_examples() -> None:
+    result = run("diff", str(EXAMPLES / "before.json"), str(EXAMPLES / "after.json"), "--format", "json")
+    rules = {f["rule"] for f in json.loads(result.stdout)["findings"]}
+    assert {"read-only-revoked", "hidden-text-in-description", "tool-added"} <= rules
+
+
+def test_rules_doc_is_generated_from_the_catalog() -> None:
+    from monitor.cli import rules_markdown
+
+    doc = (EXAMPLES.parent / "rules.md").read_text(encoding="utf-8")
+    assert doc == rules_markdown(), "regenerate: drift-monitor rules --format markdown > docs/rules.md"
+    result = run("rules")
+    assert result.returncode == 0 and "read-only-revoked" in result.stdout

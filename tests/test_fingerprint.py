@@ -1,0 +1,133 @@
+"""Fingerprint and diff properties over arbitrary JSON tools (hypothesis)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from monitor.diff import diff_listings
+from monitor.fingerprint import CanonicalListing, canonical_form, fingerprint, tool_fingerprint
+from monitor.listing import ListingError, parse_listing
+
+json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
+json_values = st.recursive(
+    json_scalars,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+hint_values = st.none() | st.booleans() | st.just("true") | st.integers(0, 1)
+annotations = st.dictionaries(
+    st.sampled_from(["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint", "title", "x"]),
+    hint_values | st.text(max_size=5),
+)
+tool_fields = st.fixed_dictionaries(
+    {},
+    optional={
+        "description": st.text(max_size=40) | json_values,
+        "title": st.text(max_size=10) | json_values,
+        "inputSchema": json_values,
+        "outputSchema": json_values,
+        "annotations": annotations | json_values,
+        "_meta": json_values,
+        "x-vendor": json_values,
+    },
+)
+
+
+@st.composite
+def listings(draw: st.DrawFn) -> list[dict[str, Any]]:
+    names = draw(st.lists(st.text(max_size=6), unique=True, max_size=6))
+    return [{"name": name, **draw(tool_fields)} for name in names]
+
+
+def spec_fingerprint(tools: list[dict[str, Any]]) -> str:
+    """SPEC section 2, written out literally."""
+    stripped = [{k: v for k, v in tool.items() if k != "_meta"} for tool in tools]
+    stripped.sort(key=lambda tool: tool["name"])
+    body = json.dumps(stripped, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return hashlib.sha256(body).hexdigest()
+
+
+def shuffled_keys(value: Any, rng: random.Random) -> Any:
+    if isinstance(value, dict):
+        items = list(value.items())
+        rng.shuffle(items)
+        return {key: shuffled_keys(child, rng) for key, child in items}
+    if isinstance(value, list):
+        return [shuffled_keys(child, rng) for child in value]
+    return value
+
+
+@given(listings())
+def test_fingerprint_matches_spec_formula(tools: list[dict[str, Any]]) -> None:
+    assert fingerprint(tools) == spec_fingerprint(tools)
+    assert CanonicalListing.of(tools).fingerprint == fingerprint(tools)
+
+
+@given(listings(), st.randoms(use_true_random=False))
+def test_fingerprint_ignores_tool_order_and_key_order(
+    tools: list[dict[str, Any]], rng: random.Random
+) -> None:
+    reordered = shuffled_keys(tools, rng)
+    rng.shuffle(reordered)
+    assert fingerprint(reordered) == fingerprint(tools)
+
+
+@given(listings())
+def test_diff_of_a_listing_with_itself_is_empty(tools: list[dict[str, Any]]) -> None:
+    assert diff_listings(tools, json.loads(json.dumps(tools))).findings == []
+
+
+@settings(max_examples=300)
+@given(listings(), listings())
+def test_diff_never_crashes_and_findings_are_well_formed(
+    old: list[dict[str, Any]], new: list[dict[str, Any]]
+) -> None:
+    result = diff_listings(old, new)
+    if fingerprint(old) != fingerprint(new):
+        assert result.findings, "a changed listing is always explained"
+    for finding in result.findings:
+        json.dumps(finding.to_dict())
+        assert finding.message
+
+
+def test_known_fingerprint_vector() -> None:
+    tools = [{"name": "b", "x": 1, "_meta": {"v": 1}}, {"name": "a", "description": "é"}]
+    body = '[{"description":"é","name":"a"},{"name":"b","x":1}]'.encode()
+    assert canonical_form(tools) == body
+    assert fingerprint(tools) == hashlib.sha256(body).hexdigest()
+    assert tool_fingerprint(tools[1]) == hashlib.sha256('{"description":"é","name":"a"}'.encode()).hexdigest()
+
+
+def test_lone_surrogates_fingerprint() -> None:
+    tools = json.loads('[{"name": "a\\ud800"}]')
+    assert len(fingerprint(tools)) == 64
+
+
+def test_parse_listing_shapes_and_errors() -> None:
+    tools = [{"name": "a"}]
+    assert parse_listing({"tools": tools}) == tools
+    assert parse_listing({"jsonrpc": "2.0", "id": 1, "result": {"tools": tools}}) == tools
+    assert parse_listing(tools) == tools
+    cases = {
+        "duplicate tool name 'a'": [{"name": "a"}, {"name": "a"}],
+        "tools[1]: expected an object": [{"name": "a"}, 3],
+        "tools[0]: tool has no string 'name'": [{"title": "x"}],
+        "JSON-RPC error response": {"jsonrpc": "2.0", "id": 1, "error": {"code": -1, "message": "m"}},
+        "no 'tools' key": {"result": {}},
+        "expected a list of tools": {"tools": {"a": 1}},
+    }
+    for expected, data in cases.items():
+        try:
+            parse_listing(data)
+        except ListingError as exc:
+            assert expected in str(exc)
+        else:
+            raise AssertionError(f"no error for {data!r}")
