@@ -14,6 +14,7 @@ Commands:
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -37,7 +38,7 @@ def ensure_venv() -> None:
         print("creating .venv ...", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
     print("installing drift-monitor and its development dependencies into .venv ...", flush=True)
-    pip = [str(PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off"]
+    pip = [str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--progress-bar", "off"]
     subprocess.run([*pip, "--upgrade", "pip"], check=True, cwd=ROOT)
     subprocess.run([*pip, "-e", ".[dev]"], check=True, cwd=ROOT)
     STAMP.write_text(wanted)
@@ -62,8 +63,36 @@ def main() -> int:
         )
     if command == "bench":
         return run(str(ROOT / "bench" / "run.py"), *extra)
+    return run_demo(extra)
+
+
+def run_demo(extra: list[str]) -> int:
+    """Register the demo server, poll it, change its tools the way a careless deploy would, poll again."""
+    work = ROOT / ".drift-monitor"
+    work.mkdir(exist_ok=True)
+    tools = work / "demo-tools.json"
+    config = work / "demo.toml"
+    config.write_text(
+        "[monitor]\n"
+        f'database_url = "sqlite:///{(work / "drift-monitor.db").as_posix()}"\n\n'
+        "[[servers]]\n"
+        'name = "demo"\n'
+        'transport = "stdio"\n'
+        f"command = {json.dumps(str(PYTHON))}\n"
+        f"args = {json.dumps([str(ROOT / 'tests' / 'servers' / 'fastmcp_server.py'), str(tools)])}\n",
+        encoding="utf-8",
+    )
     examples = ROOT / "docs" / "examples"
-    return run("-m", "monitor.cli", "diff", str(examples / "before.json"), str(examples / "after.json"), *extra)
+    cli = ["-m", "monitor.cli"]
+    if code := run(*cli, "migrate", "--config", str(config)):
+        return code
+    for example in ("before.json", "after.json"):
+        listing = json.loads((examples / example).read_text(encoding="utf-8"))
+        tools.write_text(json.dumps(listing.get("result", listing)["tools"]), encoding="utf-8")
+        print(f"\n$ drift-monitor poll   # demo server now serving docs/examples/{example}", flush=True)
+        if (code := run(*cli, "poll", "--config", str(config), *extra)) != 0:
+            return code
+    return 0
 
 
 if __name__ == "__main__":

@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from monitor.config import Config, ConfigError, load_config
 from monitor.diff import ListingDiff, diff_listings
 from monitor.fingerprint import fingerprint
 from monitor.listing import ListingError, load_listing
+from monitor.poller import Poller
 from monitor.rules import CATALOG, Finding, Severity
+from monitor.store import PollOutcome, SchemaNotReady, Store, check_schema, make_engine, migrate, render_url
 from monitor.text import make_visible
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
+EXIT_POLL_FAILED = 3
+DEFAULT_CONFIG = "drift-monitor.toml"
 
 
 class CommandError(Exception):
@@ -29,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.run(args)
-    except (CommandError, ListingError) as exc:
+    except (CommandError, ListingError, ConfigError) as exc:
         print(f"drift-monitor: {make_visible(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except RecursionError:
@@ -63,10 +69,129 @@ def _parser() -> argparse.ArgumentParser:
     fp.add_argument("file")
     fp.set_defaults(run=_run_fingerprint)
 
+    migrate = commands.add_parser("migrate", help="bring the database to the newest schema")
+    _config_option(migrate)
+    migrate.set_defaults(run=_run_migrate)
+
+    poll = commands.add_parser("poll", help="poll servers once now, store the results, print what changed")
+    _config_option(poll)
+    poll.add_argument("names", nargs="*", metavar="NAME", help="servers to poll (default: all)")
+    poll.set_defaults(run=_run_poll)
+
     rules = commands.add_parser("rules", help="list every rule with its severity and meaning")
     rules.add_argument("--format", choices=("text", "markdown"), default="text")
     rules.set_defaults(run=_run_rules)
     return parser
+
+
+def _config_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=os.environ.get("DRIFT_MONITOR_CONFIG"),
+        help="TOML config file (default: $DRIFT_MONITOR_CONFIG, else drift-monitor.toml if present)",
+    )
+
+
+def _load_config(args: argparse.Namespace) -> Config:
+    path = args.config
+    if path is None and os.path.exists(DEFAULT_CONFIG):
+        path = DEFAULT_CONFIG
+    return load_config(path)
+
+
+def _open_store(config: Config, *, migrate_first: bool = False) -> Store:
+    engine = make_engine(config.monitor.database_url)
+    if migrate_first:
+        migrate(engine)
+    try:
+        check_schema(engine)
+    except SchemaNotReady as exc:
+        raise CommandError(str(exc)) from None
+    return Store(
+        engine, attempts_kept=config.monitor.attempts_kept, unreachable_after=config.monitor.unreachable_after
+    )
+
+
+def _run_migrate(args: argparse.Namespace) -> int:
+    config = _load_config(args)
+    engine = make_engine(config.monitor.database_url)
+    try:
+        head = migrate(engine)
+    finally:
+        engine.dispose()
+    print(f"database {render_url(config.monitor.database_url)} is at schema revision {head}")
+    return EXIT_OK
+
+
+def _run_poll(args: argparse.Namespace) -> int:
+    config = _load_config(args)
+    if not config.servers:
+        raise CommandError(f"{config.source}: no servers configured")
+    store = _open_store(config)
+    poller = Poller(store, config)
+    try:
+        jobs = poller.jobs(args.names)
+        progress = _Progress(len(jobs), sys.stderr)
+        outcomes = asyncio.run(poller.poll(jobs, on_outcome=progress.step))
+        progress.done()
+    finally:
+        poller.close()
+        store.engine.dispose()
+    write_poll_report(outcomes, sys.stdout, colour=_wants_colour(sys.stdout))
+    return EXIT_POLL_FAILED if any(not outcome.ok for outcome in outcomes) else EXIT_OK
+
+
+class _Progress:
+    """`polled 37/200` on a terminal while many servers are polled; silent otherwise."""
+
+    def __init__(self, total: int, stream: TextIO) -> None:
+        self.total, self.count, self.stream = total, 0, stream
+        self.active = total > 1 and stream.isatty()
+
+    def step(self, outcome: PollOutcome) -> None:
+        self.count += 1
+        if self.active:
+            failed = "" if outcome.ok else f"  last failure: {outcome.server}"
+            self.stream.write(f"\r\033[Kpolled {self.count}/{self.total}{make_visible(failed)}")
+            self.stream.flush()
+
+    def done(self) -> None:
+        if self.active:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
+def write_poll_report(outcomes: Sequence[PollOutcome], out: TextIO, *, colour: bool) -> None:
+    """One line per server, then the findings of every server whose listing changed."""
+    width = max((len(o.server) for o in outcomes), default=0)
+    for outcome in outcomes:
+        if not outcome.ok:
+            out.write(
+                f"FAIL {outcome.server:<{width}}  {outcome.error_kind}: {make_visible(outcome.error or '')}\n"
+            )
+            continue
+        version = f"v{outcome.version}" + (" new" if outcome.new_version else " unchanged")
+        summary = "first snapshot" if outcome.version == 1 and outcome.new_version else ""
+        if outcome.findings:
+            worst = outcome.worst
+            assert worst is not None
+            summary = f"{len(outcome.findings)} change(s), worst {_badge(worst, colour).strip()}"
+        fingerprint_prefix = (outcome.fingerprint or "")[:12]
+        out.write(
+            f"ok   {outcome.server:<{width}}  {outcome.tool_count:>5} tools  {fingerprint_prefix}  "
+            f"{version:<13} {summary}\n".rstrip()
+            + "\n"
+        )
+    for outcome in outcomes:
+        for finding in outcome.findings:
+            if finding.tool is None and outcome.ok:
+                continue
+            tool = make_visible(finding.tool) if finding.tool else "(server)"
+            out.write(
+                f"  {outcome.server}: {_badge(finding.severity, colour)} {finding.rule:<28} {tool}: "
+                f"{make_visible(finding.message)}\n"
+            )
 
 
 def _severity(value: str) -> Severity:

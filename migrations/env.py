@@ -1,0 +1,46 @@
+"""Alembic environment: migrations are the only source of the schema."""
+
+from __future__ import annotations
+
+from alembic import context
+from sqlalchemy import Connection
+
+from monitor.models import Base
+from monitor.store import make_engine
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def run(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        render_as_batch=connection.dialect.name == "sqlite",
+        compare_type=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def main() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        run(connection)
+        return
+    url = config.get_main_option("sqlalchemy.url")
+    if not url:
+        from monitor.config import MonitorSettings
+
+        url = MonitorSettings().database_url
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            run(conn)
+    finally:
+        engine.dispose()
+
+
+if context.is_offline_mode():
+    raise SystemExit("offline (--sql) migrations are not supported; run against a database")
+main()

@@ -1,0 +1,292 @@
+"""Settings and the server registry: the TOML config file, `DRIFT_MONITOR_*` variables, mcpServers JSON.
+
+Environment variables win over the file, so a deployment can override what a shared file says.
+`${VAR}` in a server's url, headers, args or env is read from the environment when the config is
+loaded; the expanded values are secrets and never leave the process (not in the database, not in
+logs, not in errors).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from monitor.client import Limits, Target
+from monitor.rules import Severity
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+M = TypeVar("M", bound=BaseModel)
+
+
+class ConfigError(ValueError):
+    """A config problem, with the file, the server and the field it concerns in the message."""
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from `90`, `"90s"`, `"5m"`, `"1h30m"` or `"250ms"`."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and value.strip():
+        text = value.strip().replace(" ", "")
+        parts = _DURATION.findall(text)
+        if "".join(number + unit for number, unit in parts) != text:
+            raise ValueError(f"{value!r} is not a duration (use e.g. 90s, 5m, 1h30m, 250ms)")
+        seconds = sum(float(number) * _UNITS[unit] for number, unit in parts)
+    else:
+        raise ValueError(f"{value!r} is not a duration (use e.g. 90s, 5m, 1h30m, 250ms)")
+    if seconds <= 0:
+        raise ValueError("a duration must be positive")
+    return seconds
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+Transport = Literal["http", "sse", "stdio"]
+
+
+class ServerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    transport: Transport
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    interval: Duration | None = None
+    timeout: Duration | None = None
+    era: Literal["handshake", "modern"] = "handshake"
+
+    @model_validator(mode="after")
+    def _transport_fields(self) -> ServerConfig:
+        if self.transport == "stdio":
+            if not self.command:
+                raise ValueError('command: required for transport "stdio"')
+            if self.url or self.headers:
+                raise ValueError('url, headers: not used by transport "stdio"')
+        else:
+            if not self.url:
+                raise ValueError(f'url: required for transport "{self.transport}"')
+            if not re.match(r"^https?://", self.url):
+                raise ValueError(f"url: must start with http:// or https:// (got {self.url!r})")
+            if self.command or self.args:
+                raise ValueError(f'command, args: not used by transport "{self.transport}"')
+        return self
+
+
+class WebhookConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    url: str
+    secret_env: str | None = None
+    min_severity: Severity = Severity.HIGH
+    format: Literal["standard", "slack"] = "standard"
+
+
+class MonitorSettings(BaseSettings):
+    """`[monitor]` of the config file; each field can be overridden by `DRIFT_MONITOR_<FIELD>`."""
+
+    model_config = SettingsConfigDict(env_prefix="DRIFT_MONITOR_", extra="forbid", populate_by_name=True)
+
+    database_url: str = "sqlite:///drift-monitor.db"
+    poll_interval: Duration = 60.0
+    poll_timeout: Duration = 30.0
+    poll_concurrency: int = Field(default=32, ge=1, le=1024)
+    max_pages: int = Field(default=100, ge=1)
+    max_listing_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    max_tools: int = Field(default=10_000, ge=1)
+    unreachable_after: int = Field(default=3, ge=1)
+    attempts_kept: int = Field(default=100, ge=1)
+    session_grace: Duration = 300.0
+    """How long a host session may hold an older listing than the server's before it is stale."""
+    session_max_age: Duration = 8 * 3600.0
+    session_expiry: Duration = 900.0
+    """A host session that has not heart-beaten for this long is forgotten."""
+    alert_min_severity: Severity = Severity.HIGH
+    """Findings at or above this (or any webhook's min_severity, if lower) open alerts."""
+    public_url: str = "http://127.0.0.1:8000"
+    """Where the dashboard is reachable, for links in webhook payloads."""
+    api_token_env: str = "DRIFT_MONITOR_API_TOKEN"  # noqa: S105 - the variable's name, not a token
+    import_: str | None = Field(default=None, alias="import")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return env_settings, init_settings
+
+    def limits(self, server: ServerConfig | None = None) -> Limits:
+        timeout = server.timeout if server and server.timeout else self.poll_timeout
+        return Limits(
+            timeout=timeout,
+            max_pages=self.max_pages,
+            max_bytes=self.max_listing_bytes,
+            max_tools=self.max_tools,
+        )
+
+
+@dataclass
+class Config:
+    monitor: MonitorSettings
+    servers: list[ServerConfig] = field(default_factory=list)
+    webhooks: list[WebhookConfig] = field(default_factory=list)
+    source: str = "(defaults)"
+
+    def server(self, name: str) -> ServerConfig:
+        for server in self.servers:
+            if server.name == name:
+                return server
+        raise ConfigError(f"{self.source}: no server named {name!r}")
+
+    def target(self, server: ServerConfig, environ: Mapping[str, str] | None = None) -> Target:
+        """The server with `${VAR}`s expanded, ready to poll."""
+        env = os.environ if environ is None else environ
+        where = f"{self.source}: server {server.name!r}"
+
+        def expand(value: str, what: str) -> str:
+            def lookup(match: re.Match[str]) -> str:
+                if match.group(1) not in env:
+                    raise ConfigError(f"{where}: {what}: environment variable {match.group(1)} is not set")
+                return env[match.group(1)]
+
+            return _VAR.sub(lookup, value)
+
+        return Target(
+            name=server.name,
+            transport=server.transport,
+            url=expand(server.url, "url") if server.url else None,
+            headers={key: expand(value, f"headers.{key}") for key, value in server.headers.items()},
+            command=server.command,
+            args=tuple(expand(arg, "args") for arg in server.args),
+            env={key: expand(value, f"env.{key}") for key, value in server.env.items()} or None,
+            cwd=server.cwd,
+            era=server.era,
+        )
+
+
+def load_config(path: str | Path | None) -> Config:
+    """The config file at `path`, or defaults and environment variables alone when None."""
+    if path is None:
+        return Config(monitor=_settings({}, "(environment)"), source="(environment)")
+    source = str(path)
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{source}: not UTF-8 text") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+    unknown = set(data) - {"monitor", "servers", "webhooks"}
+    if unknown:
+        raise ConfigError(f"{source}: unknown section(s): {', '.join(sorted(unknown))}")
+    monitor = _settings(_table(data, "monitor", source), source)
+    servers = [
+        _server(entry, f"{source}: servers[{i}]") for i, entry in enumerate(_array(data, "servers", source))
+    ]
+    if monitor.import_:
+        base = Path(path).parent
+        servers += _import_mcp_servers(base / monitor.import_, source)
+    webhooks = [
+        _model(WebhookConfig, entry, f"{source}: webhooks[{i}]")
+        for i, entry in enumerate(_array(data, "webhooks", source))
+    ]
+    seen: set[str] = set()
+    for server in servers:
+        if server.name in seen:
+            raise ConfigError(f"{source}: server {server.name!r} is defined twice")
+        seen.add(server.name)
+    return Config(monitor=monitor, servers=servers, webhooks=webhooks, source=source)
+
+
+def _settings(values: dict[str, Any], source: str) -> MonitorSettings:
+    try:
+        return MonitorSettings(**values)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: [monitor] {_explain(exc)}") from None
+
+
+def _table(data: dict[str, Any], key: str, source: str) -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: [{key}] must be a table")
+    return value
+
+
+def _array(data: dict[str, Any], key: str, source: str) -> list[Any]:
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise ConfigError(f"{source}: {key} must be an array of tables ([[{key}]])")
+    return value
+
+
+def _server(entry: Any, where: str) -> ServerConfig:
+    if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+        where = f"{where} ({entry['name']!r})"
+    return _model(ServerConfig, entry, where)
+
+
+def _model(model: type[M], entry: Any, where: str) -> M:
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: must be a table")
+    try:
+        return model.model_validate(entry)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {_explain(exc)}") from None
+
+
+def _explain(exc: ValidationError) -> str:
+    """`field: problem` for each error; secrets are not echoed (pydantic's input values are dropped)."""
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False):
+        location = ".".join(str(part) for part in error["loc"])
+        message = str(error["msg"]).removeprefix("Value error, ")
+        parts.append(f"{location}: {message}" if location else message)
+    return "; ".join(parts)
+
+
+def _import_mcp_servers(path: Path, source: str) -> list[ServerConfig]:
+    """Servers from an `mcpServers` JSON file, the format desktop hosts and editors use."""
+    where = f"{source}: import {str(path)!r}"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read: {exc.strerror or exc}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{where}: not JSON: {exc}") from exc
+    servers = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(servers, dict):
+        raise ConfigError(f"{where}: no 'mcpServers' object")
+    result = []
+    for name, entry in servers.items():
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: mcpServers.{name}: must be an object")
+        kind = str(entry.get("type") or entry.get("transport") or "").lower()
+        if "url" in entry:
+            transport = "sse" if kind == "sse" else "http"
+            fields = {"url": entry["url"], "headers": entry.get("headers", {})}
+        else:
+            transport = "stdio"
+            fields = {k: entry[k] for k in ("command", "args", "env", "cwd") if k in entry}
+        result.append(
+            _model(ServerConfig, {"name": name, "transport": transport, **fields}, f"{where}: {name!r}")
+        )
+    return result

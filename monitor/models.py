@@ -1,0 +1,303 @@
+"""The database schema as SQLAlchemy models. Alembic migrations create it; a test keeps them equal.
+
+Listings and tool definitions are content-addressed and shared, so a change to one tool of 500
+stores one tool. A snapshot is a *version* of one server: a span of consecutive polls that saw the
+same listing, so an unchanged poll only moves `last_seen` and `poll_count`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+JSONValue = JSON().with_variant(JSONB(), "postgresql")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes in and out; SQLite would otherwise hand back naive ones."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the database; use an aware UTC datetime")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(
+        naming_convention={
+            "ix": "ix_%(column_0_label)s",
+            "uq": "uq_%(table_name)s_%(column_0_name)s",
+            "ck": "ck_%(table_name)s_%(constraint_name)s",
+            "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
+    type_annotation_map: ClassVar[dict[Any, Any]] = {
+        dict[str, Any]: JSONValue,
+        Any: JSONValue,
+        datetime: UTCDateTime(),
+    }
+
+
+class Server(Base):
+    """A registered MCP server and its current state; secrets (headers, env) are never stored here."""
+
+    __tablename__ = "servers"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    transport: Mapped[str] = mapped_column(String(10))
+    url: Mapped[str | None] = mapped_column(Text)
+    command: Mapped[str | None] = mapped_column(Text)
+    origin: Mapped[str] = mapped_column(String(10))
+    """`config` (from a config file) or `api` (registered over HTTP)."""
+    created_at: Mapped[datetime]
+    consecutive_failures: Mapped[int] = mapped_column(Integer, default=0)
+    last_poll_at: Mapped[datetime | None]
+    last_success_at: Mapped[datetime | None]
+    last_error: Mapped[str | None] = mapped_column(Text)
+    protocol_version: Mapped[str | None] = mapped_column(String(40))
+    server_info: Mapped[dict[str, Any] | None]
+    capabilities: Mapped[dict[str, Any] | None]
+    list_changed_advertised: Mapped[bool | None] = mapped_column(Boolean)
+    era: Mapped[str] = mapped_column(String(10), default="handshake", server_default="handshake")
+    headers: Mapped[dict[str, Any] | None]
+    """Request headers of a server registered over the API (secrets): used to poll, never returned."""
+    interval_seconds: Mapped[float | None] = mapped_column(Float)
+    """The server's own poll interval; None means the monitor's default."""
+    next_poll_at: Mapped[datetime | None]
+    """When the server is next due. Advanced when a poll is claimed, so no interval is polled twice."""
+    lease_owner: Mapped[str | None] = mapped_column(String(100))
+    lease_expires_at: Mapped[datetime | None]
+    """While a lease is live only its owner polls the server; a dead owner's lease simply runs out."""
+    watch_connected_since: Mapped[datetime | None]
+    """Since when the monitor's long-lived watch session has been healthy; None while it is down."""
+    last_notification_at: Mapped[datetime | None]
+    """When the watch session last received a tools list-changed notification."""
+
+    __table_args__ = (Index("ix_servers_next_poll_at", "next_poll_at"),)
+
+
+class ToolDefinition(Base):
+    """One distinct tool definition (without `_meta`), stored once whichever listings hold it."""
+
+    __tablename__ = "tool_definitions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(Text)
+    definition: Mapped[dict[str, Any]]
+
+
+class Listing(Base):
+    """One distinct listing, addressed by its fingerprint."""
+
+    __tablename__ = "listings"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
+    tool_count: Mapped[int]
+    created_at: Mapped[datetime]
+
+
+class ListingTool(Base):
+    """Membership of a tool definition in a listing, with the tool's `_meta` as first seen."""
+
+    __tablename__ = "listing_tools"
+
+    listing_id: Mapped[int] = mapped_column(ForeignKey("listings.id", ondelete="CASCADE"), primary_key=True)
+    tool_id: Mapped[int] = mapped_column(ForeignKey("tool_definitions.id"), primary_key=True)
+    position: Mapped[int]
+    meta: Mapped[Any | None]
+
+    __table_args__ = (Index("ix_listing_tools_tool_id", "tool_id"),)
+
+
+class Snapshot(Base):
+    """A version of one server's listing: the span of consecutive polls that saw it."""
+
+    __tablename__ = "snapshots"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    server_id: Mapped[int] = mapped_column(ForeignKey("servers.id", ondelete="CASCADE"))
+    version: Mapped[int]
+    listing_id: Mapped[int] = mapped_column(ForeignKey("listings.id"))
+    first_seen: Mapped[datetime]
+    last_seen: Mapped[datetime]
+    poll_count: Mapped[int] = mapped_column(Integer, default=1)
+    protocol_version: Mapped[str | None] = mapped_column(String(40))
+    server_info: Mapped[dict[str, Any] | None]
+
+    __table_args__ = (
+        UniqueConstraint("server_id", "version", name="uq_snapshots_server_id_version"),
+        # "Which listing was in force at T": the newest span of the server starting at or before T.
+        Index("ix_snapshots_server_id_first_seen", "server_id", "first_seen"),
+        Index("ix_snapshots_listing_id", "listing_id"),
+    )
+
+
+class FindingRecord(Base):
+    """A finding, with the pair of snapshots it came from (none for server and session findings)."""
+
+    __tablename__ = "findings"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    server_id: Mapped[int] = mapped_column(ForeignKey("servers.id", ondelete="CASCADE"))
+    from_snapshot_id: Mapped[int | None] = mapped_column(ForeignKey("snapshots.id"))
+    to_snapshot_id: Mapped[int | None] = mapped_column(ForeignKey("snapshots.id"))
+    detected_at: Mapped[datetime]
+    rule: Mapped[str] = mapped_column(String(64))
+    severity: Mapped[str] = mapped_column(String(10))
+    severity_rank: Mapped[int]
+    tool: Mapped[str | None] = mapped_column(Text)
+    field: Mapped[str | None] = mapped_column(Text)
+    old: Mapped[Any | None]
+    new: Mapped[Any | None]
+    message: Mapped[str] = mapped_column(Text)
+    detail: Mapped[Any | None]
+
+    __table_args__ = (
+        Index("ix_findings_server_id_detected_at", "server_id", "detected_at"),
+        Index("ix_findings_detected_at", "detected_at"),
+        Index("ix_findings_to_snapshot_id", "to_snapshot_id"),
+    )
+
+
+class PollAttempt(Base):
+    """One poll: every failure is kept, successes only the most recent few per server."""
+
+    __tablename__ = "poll_attempts"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    server_id: Mapped[int] = mapped_column(ForeignKey("servers.id", ondelete="CASCADE"))
+    started_at: Mapped[datetime]
+    duration_ms: Mapped[float] = mapped_column(Float)
+    ok: Mapped[bool] = mapped_column(Boolean)
+    error_kind: Mapped[str | None] = mapped_column(String(20))
+    error: Mapped[str | None] = mapped_column(Text)
+    snapshot_id: Mapped[int | None] = mapped_column(ForeignKey("snapshots.id", ondelete="SET NULL"))
+    pages: Mapped[int | None]
+
+    __table_args__ = (Index("ix_poll_attempts_server_id_ok_id", "server_id", "ok", "id"),)
+
+
+class Alert(Base):
+    """An alert: one per (server, tool or session, rule) while open; repeat findings attach to it."""
+
+    __tablename__ = "alerts"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    server_id: Mapped[int] = mapped_column(ForeignKey("servers.id", ondelete="CASCADE"))
+    rule: Mapped[str] = mapped_column(String(64))
+    severity: Mapped[str] = mapped_column(String(10))
+    severity_rank: Mapped[int]
+    tool: Mapped[str | None] = mapped_column(Text)
+    session_id: Mapped[str | None] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(String(12))
+    """open, acknowledged or resolved."""
+    open_key: Mapped[str | None] = mapped_column(Text, unique=True)
+    """`server/rule/tool/session` while the alert is not resolved, NULL after: the no-storm guarantee."""
+    message: Mapped[str] = mapped_column(Text)
+    opened_at: Mapped[datetime]
+    last_seen_at: Mapped[datetime]
+    acknowledged_at: Mapped[datetime | None]
+    resolved_at: Mapped[datetime | None]
+
+    __table_args__ = (
+        Index("ix_alerts_state_opened_at", "state", "opened_at"),
+        Index("ix_alerts_server_id_state", "server_id", "state"),
+    )
+
+
+class AlertFinding(Base):
+    __tablename__ = "alert_findings"
+
+    alert_id: Mapped[int] = mapped_column(ForeignKey("alerts.id", ondelete="CASCADE"), primary_key=True)
+    finding_id: Mapped[int] = mapped_column(ForeignKey("findings.id", ondelete="CASCADE"), primary_key=True)
+
+
+class WebhookDelivery(Base):
+    """The outbox: a delivery is a row before it is attempted, so a restart loses none."""
+
+    __tablename__ = "webhook_deliveries"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    """The `webhook-id` header: stable across retries, so receivers can deduplicate."""
+    webhook: Mapped[str] = mapped_column(String(200))
+    alert_id: Mapped[int | None] = mapped_column(ForeignKey("alerts.id", ondelete="SET NULL"))
+    event_type: Mapped[str] = mapped_column(String(40))
+    body: Mapped[str] = mapped_column(Text)
+    """The exact bytes that are signed and sent, fixed when the delivery is enqueued."""
+    state: Mapped[str] = mapped_column(String(12))
+    """pending, delivered or expired."""
+    created_at: Mapped[datetime]
+    next_attempt_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    delivered_at: Mapped[datetime | None]
+    last_error: Mapped[str | None] = mapped_column(Text)
+    lease_owner: Mapped[str | None] = mapped_column(String(100))
+    lease_expires_at: Mapped[datetime | None]
+
+    __table_args__ = (Index("ix_webhook_deliveries_state_next_attempt_at", "state", "next_attempt_at"),)
+
+
+class DeliveryAttempt(Base):
+    __tablename__ = "delivery_attempts"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    delivery_id: Mapped[str] = mapped_column(ForeignKey("webhook_deliveries.id", ondelete="CASCADE"))
+    attempted_at: Mapped[datetime]
+    status_code: Mapped[int | None]
+    latency_ms: Mapped[float] = mapped_column(Float)
+    error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (Index("ix_delivery_attempts_delivery_id", "delivery_id"),)
+
+
+class HostSession(Base):
+    """A session a host or gateway holds with a server, and the fingerprint of the listing it cached."""
+
+    __tablename__ = "host_sessions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    server_id: Mapped[int] = mapped_column(ForeignKey("servers.id", ondelete="CASCADE"))
+    session_id: Mapped[str] = mapped_column(String(200))
+    client: Mapped[str | None] = mapped_column(Text)
+    connected_at: Mapped[datetime]
+    last_heartbeat_at: Mapped[datetime]
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    fingerprint_since: Mapped[datetime]
+    """When the session reported its current fingerprint: the grace period counts from here."""
+
+    __table_args__ = (
+        UniqueConstraint("server_id", "session_id", name="uq_host_sessions_server_id_session_id"),
+    )

@@ -1,0 +1,488 @@
+"""Storage: one engine per process, short sessions, and one transaction per poll.
+
+Every write of one poll (tool definitions, listing, snapshot span, findings, attempt, server
+state) commits together or not at all, so a crash mid-poll leaves no half snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, delete, event, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from monitor.config import ServerConfig
+from monitor.diff import diff_changes
+from monitor.fingerprint import CanonicalListing
+from monitor.models import (
+    FindingRecord,
+    Listing,
+    ListingTool,
+    PollAttempt,
+    Server,
+    Snapshot,
+    ToolDefinition,
+)
+from monitor.rules import CATALOG, Finding, Severity, ToolChange
+
+ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
+
+
+def make_engine(url: str) -> Engine:
+    """The process's engine. SQLite gets WAL, a busy timeout and enforced foreign keys."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database
+        if database and database != ":memory:":
+            Path(database).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def render_url(url: str) -> str:
+    """The database URL with any password hidden, for messages."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def alembic_config(url: str | None = None) -> AlembicConfig:
+    config = AlembicConfig(str(ROOT / "alembic.ini"))
+    config.set_main_option("script_location", str(ROOT / "migrations"))
+    if url:
+        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def migrate(engine: Engine) -> str:
+    """Bring the database to the newest schema; returns the head revision."""
+    config = alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+    head = ScriptDirectory.from_config(config).get_current_head()
+    return head or "base"
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+class SchemaNotReady(RuntimeError):
+    """The database is not at the newest schema: `drift-monitor migrate` fixes it."""
+
+
+def check_schema(engine: Engine) -> None:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    current = current_revision(engine)
+    if current != head:
+        state = "empty" if current is None else f"at revision {current}"
+        raise SchemaNotReady(f"database is {state}, not at {head}: run `drift-monitor migrate`")
+
+
+@dataclass
+class PollOutcome:
+    """What one recorded poll did, for the command line and the alerting that follows."""
+
+    server: str
+    ok: bool
+    tool_count: int = 0
+    fingerprint: str | None = None
+    version: int | None = None
+    new_version: bool = False
+    findings: list[Finding] = field(default_factory=list)
+    error_kind: str | None = None
+    error: str | None = None
+
+    @property
+    def worst(self) -> Severity | None:
+        return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
+
+
+class PollHook(Protocol):
+    """Work that must commit with the poll that caused it (alerts and their outbox rows)."""
+
+    def after_poll(
+        self,
+        session: Session,
+        server: Server,
+        findings: Sequence[FindingRecord],
+        *,
+        snapshot: Snapshot | None,
+        new_version: bool,
+        now: datetime,
+    ) -> None:
+        """Called inside the poll's transaction; `snapshot` is None when the poll failed."""
+
+
+class Store:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        attempts_kept: int = 100,
+        unreachable_after: int = 3,
+        hooks: Sequence[PollHook] = (),
+    ) -> None:
+        self.engine = engine
+        self.sessions = sessionmaker(engine, expire_on_commit=False)
+        self.attempts_kept = attempts_kept
+        self.unreachable_after = unreachable_after
+        self.hooks = list(hooks)
+
+    def _run_hooks(
+        self,
+        session: Session,
+        server: Server,
+        records: Sequence[FindingRecord],
+        snapshot: Snapshot | None,
+        new_version: bool,
+        now: datetime,
+    ) -> None:
+        for hook in self.hooks:
+            hook.after_poll(session, server, records, snapshot=snapshot, new_version=new_version, now=now)
+
+    def sync_servers(self, servers: Iterable[ServerConfig], now: datetime) -> dict[str, int]:
+        """Register config servers (no secrets kept) and return their ids by name."""
+        ids: dict[str, int] = {}
+        with self.sessions.begin() as session:
+            for config in servers:
+                server = session.scalar(select(Server).where(Server.name == config.name))
+                if server is None:
+                    server = Server(
+                        name=config.name,
+                        origin="config",
+                        created_at=now,
+                        consecutive_failures=0,
+                        transport=config.transport,
+                    )
+                    session.add(server)
+                server.transport = config.transport
+                server.url = config.url
+                server.command = config.command
+                session.flush()
+                ids[config.name] = server.id
+        return ids
+
+    def record_success(
+        self,
+        server_id: int,
+        listing: CanonicalListing,
+        *,
+        started_at: datetime,
+        finished_at: datetime,
+        pages: int,
+        protocol_version: str,
+        server_info: dict[str, Any] | None,
+        capabilities: dict[str, Any],
+        list_changed_advertised: bool,
+        metas: dict[str, Any] | None = None,
+    ) -> PollOutcome:
+        """Store a successful poll: a new version only when the listing changed."""
+        with self.sessions.begin() as session:
+            server = _lock_server(session, server_id)
+            previous = session.execute(
+                select(Snapshot, Listing.fingerprint)
+                .join(Listing, Snapshot.listing_id == Listing.id)
+                .where(Snapshot.server_id == server_id)
+                .order_by(Snapshot.version.desc())
+                .limit(1)
+            ).first()
+            findings: list[Finding] = []
+            records: list[FindingRecord] = []
+            if previous is not None and previous[1] == listing.fingerprint:
+                snapshot = previous[0]
+                snapshot.last_seen = finished_at
+                snapshot.poll_count += 1
+                new_version = False
+            else:
+                listing_id = _store_listing(session, listing, metas or {}, finished_at)
+                snapshot = Snapshot(
+                    server_id=server_id,
+                    version=(previous[0].version + 1) if previous else 1,
+                    listing_id=listing_id,
+                    first_seen=finished_at,
+                    last_seen=finished_at,
+                    poll_count=1,
+                    protocol_version=protocol_version,
+                    server_info=server_info,
+                )
+                session.add(snapshot)
+                session.flush()
+                if previous is not None:
+                    findings = _diff_against(session, previous[0].listing_id, listing)
+                    records = _add_findings(
+                        session, server_id, previous[0].id, snapshot.id, findings, finished_at
+                    )
+                new_version = True
+            server.consecutive_failures = 0
+            server.last_poll_at = finished_at
+            server.last_success_at = finished_at
+            server.last_error = None
+            server.protocol_version = protocol_version
+            server.server_info = server_info
+            server.capabilities = capabilities
+            server.list_changed_advertised = list_changed_advertised
+            self._run_hooks(session, server, records, snapshot, new_version, finished_at)
+            self._add_attempt(
+                session,
+                PollAttempt(
+                    server_id=server_id,
+                    started_at=started_at,
+                    duration_ms=_ms(started_at, finished_at),
+                    ok=True,
+                    snapshot_id=snapshot.id,
+                    pages=pages,
+                ),
+            )
+            return PollOutcome(
+                server=server.name,
+                ok=True,
+                tool_count=len(listing.forms),
+                fingerprint=listing.fingerprint,
+                version=snapshot.version,
+                new_version=new_version,
+                findings=findings,
+            )
+
+    def record_failure(
+        self, server_id: int, kind: str, message: str, *, started_at: datetime, finished_at: datetime
+    ) -> PollOutcome:
+        """Store a failed poll; the Nth failure in a row raises `server-unreachable`."""
+        with self.sessions.begin() as session:
+            server = _lock_server(session, server_id)
+            server.consecutive_failures += 1
+            server.last_poll_at = finished_at
+            server.last_error = f"{kind}: {message}"
+            findings: list[Finding] = []
+            records: list[FindingRecord] = []
+            if server.consecutive_failures == self.unreachable_after:
+                rule = CATALOG["server-unreachable"]
+                findings.append(
+                    rule.finding(
+                        None,
+                        None,
+                        None,
+                        message,
+                        f"{server.name} failed {server.consecutive_failures} polls in a row; last: {kind}: "
+                        f"{message}",
+                    )
+                )
+                records = _add_findings(session, server_id, None, None, findings, finished_at)
+            self._run_hooks(session, server, records, None, False, finished_at)
+            self._add_attempt(
+                session,
+                PollAttempt(
+                    server_id=server_id,
+                    started_at=started_at,
+                    duration_ms=_ms(started_at, finished_at),
+                    ok=False,
+                    error_kind=kind,
+                    error=message,
+                ),
+            )
+            return PollOutcome(
+                server=server.name, ok=False, error_kind=kind, error=message, findings=findings
+            )
+
+    def _add_attempt(self, session: Session, attempt: PollAttempt) -> None:
+        """Record the attempt and trim the server's successful attempts to the newest `attempts_kept`."""
+        session.add(attempt)
+        session.flush()
+        if not attempt.ok:
+            return
+        cutoff = session.scalar(
+            select(PollAttempt.id)
+            .where(PollAttempt.server_id == attempt.server_id, PollAttempt.ok.is_(True))
+            .order_by(PollAttempt.id.desc())
+            .offset(self.attempts_kept)
+            .limit(1)
+        )
+        if cutoff is not None:
+            session.execute(
+                delete(PollAttempt).where(
+                    PollAttempt.server_id == attempt.server_id,
+                    PollAttempt.ok.is_(True),
+                    PollAttempt.id <= cutoff,
+                )
+            )
+
+    def snapshot_at(self, server_id: int, at: datetime) -> Snapshot | None:
+        """The version in force at `at`: the newest span that started at or before it."""
+        with self.sessions() as session:
+            return session.scalar(
+                select(Snapshot)
+                .where(Snapshot.server_id == server_id, Snapshot.first_seen <= at)
+                .order_by(Snapshot.first_seen.desc())
+                .limit(1)
+            )
+
+    def listing_tools(self, listing_id: int) -> list[dict[str, Any]]:
+        """The tools of a stored listing, `_meta` restored, in the order first received."""
+        with self.sessions() as session:
+            rows = session.execute(
+                select(ToolDefinition.definition, ListingTool.meta)
+                .join(ListingTool, ListingTool.tool_id == ToolDefinition.id)
+                .where(ListingTool.listing_id == listing_id)
+                .order_by(ListingTool.position)
+            ).all()
+        return [_with_meta(definition, meta) for definition, meta in rows]
+
+    def server_id(self, name: str) -> int | None:
+        with self.sessions() as session:
+            return session.scalar(select(Server.id).where(Server.name == name))
+
+
+_NO_META = None
+
+
+def _with_meta(definition: dict[str, Any], meta: Any) -> dict[str, Any]:
+    return definition if meta is _NO_META else {**definition, "_meta": meta}
+
+
+def _lock_server(session: Session, server_id: int) -> Server:
+    """The server row, locked on PostgreSQL so concurrent writers of one server take turns."""
+    server = session.scalar(select(Server).where(Server.id == server_id).with_for_update())
+    if server is None:
+        raise LookupError(f"server id {server_id} is not registered")
+    return server
+
+
+def _insert(session: Session) -> Any:
+    """The dialect's INSERT, which knows ON CONFLICT DO NOTHING."""
+    return postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
+
+
+def _store_listing(session: Session, listing: CanonicalListing, metas: dict[str, Any], now: datetime) -> int:
+    """The listing's id, storing it and any tool definitions not yet known."""
+    existing = session.scalar(select(Listing.id).where(Listing.fingerprint == listing.fingerprint))
+    if existing is not None:
+        return existing
+    insert = _insert(session)
+    by_fingerprint = {listing.tool_fingerprint(name): name for name in listing.forms}
+    rows: list[dict[str, Any]] = [
+        {"fingerprint": fp, "name": name, "definition": _definition(listing, name)}
+        for fp, name in by_fingerprint.items()
+    ]
+    for chunk in _chunks(rows, 500):
+        session.execute(
+            insert(ToolDefinition).values(chunk).on_conflict_do_nothing(index_elements=["fingerprint"])
+        )
+    tool_ids: dict[str, int] = {}
+    for fingerprints in _chunks(list(by_fingerprint), 500):
+        tool_ids.update(
+            session.execute(
+                select(ToolDefinition.fingerprint, ToolDefinition.id).where(
+                    ToolDefinition.fingerprint.in_(fingerprints)
+                )
+            ).all()
+        )
+    listing_row = Listing(fingerprint=listing.fingerprint, tool_count=len(listing.forms), created_at=now)
+    session.add(listing_row)
+    session.flush()
+    members: list[dict[str, Any]] = [
+        {
+            "listing_id": listing_row.id,
+            "tool_id": tool_ids[fp],
+            "position": position,
+            "meta": metas.get(name, _NO_META),
+        }
+        for position, (fp, name) in enumerate(by_fingerprint.items())
+    ]
+    for chunk in _chunks(members, 500):
+        session.execute(insert(ListingTool).values(chunk))
+    return listing_row.id
+
+
+def _definition(listing: CanonicalListing, name: str) -> dict[str, Any]:
+    return {key: value for key, value in listing.tools[name].items() if key != "_meta"}
+
+
+def _diff_against(session: Session, old_listing_id: int, new: CanonicalListing) -> list[Finding]:
+    """Findings from the stored listing to the new one; only changed tools are loaded."""
+    old_ids = dict(
+        session.execute(
+            select(ToolDefinition.name, ToolDefinition.fingerprint)
+            .join(ListingTool, ListingTool.tool_id == ToolDefinition.id)
+            .where(ListingTool.listing_id == old_listing_id)
+        ).all()
+    )
+    new_ids = {name: new.tool_fingerprint(name) for name in new.forms}
+    changed = sorted(
+        name for name in old_ids.keys() | new_ids.keys() if old_ids.get(name) != new_ids.get(name)
+    )
+    old_changed = {fp for name, fp in old_ids.items() if name in changed}
+    old_defs: dict[str, dict[str, Any]] = {}
+    for chunk in _chunks(sorted(old_changed), 500):
+        old_defs.update(
+            session.execute(
+                select(ToolDefinition.name, ToolDefinition.definition).where(
+                    ToolDefinition.fingerprint.in_(chunk)
+                )
+            ).all()
+        )
+    changes = (
+        ToolChange(name, old_defs.get(name), _definition(new, name) if name in new.forms else None)
+        for name in changed
+    )
+    return list(diff_changes(changes))
+
+
+def _add_findings(
+    session: Session,
+    server_id: int,
+    from_snapshot: int | None,
+    to_snapshot: int | None,
+    findings: Sequence[Finding],
+    at: datetime,
+) -> list[FindingRecord]:
+    records = [
+        FindingRecord(
+            server_id=server_id,
+            from_snapshot_id=from_snapshot,
+            to_snapshot_id=to_snapshot,
+            detected_at=at,
+            rule=finding.rule,
+            severity=finding.severity.value,
+            severity_rank=finding.severity.rank,
+            tool=finding.tool,
+            field=finding.field,
+            old=finding.old,
+            new=finding.new,
+            message=finding.message,
+            detail=finding.detail,
+        )
+        for finding in findings
+    ]
+    session.add_all(records)
+    session.flush()
+    return records
+
+
+def _chunks(items: list[T], size: int) -> Iterable[list[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _ms(start: datetime, end: datetime) -> float:
+    return (end - start).total_seconds() * 1000

@@ -1,0 +1,133 @@
+"""An `MCPServer` whose `tools/list` answers with the exact JSON of a tools file, re-read on every call.
+
+`MCPServer` builds `tools/list` from `mcp_types.Tool` models, and the runner re-dumps every spec
+result through the negotiated version's wire model; both drop what the schema does not name
+(vendor keys, unknown annotation hints). A middleware that answers `tools/list` itself owns the
+result, so the file's JSON reaches the wire untouched, while initialize, server/discover and the
+transports stay the SDK's.
+
+    python tests/servers/fastmcp_server.py TOOLS.json [--transport stdio|http|sse] [--port 0]
+        [--page-size N] [--list-changed off|advertise|notify]
+
+TOOLS.json holds a JSON array of tool objects. `--list-changed advertise` claims
+`tools.listChanged` but never notifies; `notify` also sends `notifications/tools/list_changed`
+(and publishes to `subscriptions/listen` streams on 2026-07-28 connections) whenever the file
+changes. HTTP and SSE print `READY <url>` on stdout once listening.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+from _serve import serve_http
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+WATCH_INTERVAL = 0.05
+
+
+class ToolsFromFile:
+    """Server middleware that serves `tools/list` pages straight from the tools file."""
+
+    def __init__(self, path: Path, page_size: int, advertise_list_changed: bool) -> None:
+        self.path = path
+        self.page_size = page_size
+        self.advertise_list_changed = advertise_list_changed
+        self.sessions: list[ServerSession] = []
+        """One session per handshake connection: its standalone channel outlives the request."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "tools/list" and ctx.request_id is not None:
+            return self.page(ctx)
+        result = await call_next(ctx)
+        if ctx.method == "initialize" and isinstance(result, dict):
+            self.sessions.append(ctx.session)
+            if self.advertise_list_changed:
+                result["capabilities"].setdefault("tools", {})["listChanged"] = True
+        return result
+
+    def page(self, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+        tools = json.loads(self.path.read_text(encoding="utf-8"))
+        cursor = (ctx.params or {}).get("cursor")
+        start = int(cursor) if cursor is not None else 0
+        end = start + self.page_size
+        result: dict[str, Any] = {"tools": tools[start:end]}
+        if end < len(tools):
+            result["nextCursor"] = str(end)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            result.update(resultType="complete", ttlMs=0, cacheScope="public")
+        return result
+
+
+def build(args: argparse.Namespace) -> MCPServer[Any]:
+    path = Path(args.tools_file)
+    tools = ToolsFromFile(path, args.page_size, advertise_list_changed=args.list_changed != "off")
+    bus = InMemorySubscriptionBus()
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as tg:
+            if args.list_changed == "notify":
+                tg.start_soon(watch, path, tools, bus)
+            yield
+            tg.cancel_scope.cancel()
+
+    # Off: no subscriptions/listen, so 2026-07-28 discover does not claim listChanged either.
+    return MCPServer(
+        "drift-test-server",
+        version="1.0.0",
+        middleware=[tools],
+        subscriptions=False if args.list_changed == "off" else bus,
+        lifespan=lifespan,
+        log_level="WARNING",
+    )
+
+
+async def watch(path: Path, tools: ToolsFromFile, bus: InMemorySubscriptionBus) -> None:
+    """Notify every connection when the tools file changes (mtime or size)."""
+
+    def stamp() -> tuple[int, int]:
+        stat = os.stat(path)
+        return stat.st_mtime_ns, stat.st_size
+
+    seen = stamp()
+    while True:
+        await anyio.sleep(WATCH_INTERVAL)
+        current = stamp()
+        if current == seen:
+            continue
+        seen = current
+        for session in tools.sessions:
+            await session.send_tool_list_changed()
+        await bus.publish(ToolsListChanged())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tools_file")
+    parser.add_argument("--transport", choices=["stdio", "http", "sse"], default="stdio")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--page-size", type=int, default=100)
+    parser.add_argument("--list-changed", choices=["off", "advertise", "notify"], default="off")
+    args = parser.parse_args()
+    server = build(args)
+    if args.transport == "stdio":
+        anyio.run(server.run_stdio_async)
+    elif args.transport == "http":
+        anyio.run(serve_http, server.streamable_http_app(host="127.0.0.1"), args.port, "/mcp")
+    else:
+        anyio.run(serve_http, server.sse_app(host="127.0.0.1"), args.port, "/sse")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,263 @@
+"""Storage and polling against real servers, on SQLite and (when configured) PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from helpers import http_server
+from sqlalchemy import Engine, func, select
+
+from monitor.config import Config, MonitorSettings, ServerConfig
+from monitor.models import (
+    Base,
+    FindingRecord,
+    Listing,
+    ListingTool,
+    PollAttempt,
+    Server,
+    Snapshot,
+    ToolDefinition,
+)
+from monitor.poller import Poller
+from monitor.store import PollOutcome, Store, current_revision, make_engine, migrate
+
+
+def make_tools(count: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": f"tool_{i:03d}",
+            "description": f"Tool number {i}.",
+            "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+            "annotations": {"readOnlyHint": True, "x-unknown-hint": i},
+            "x-vendor": {"rev": 1},
+        }
+        for i in range(count)
+    ]
+
+
+def count(engine: Engine, model: type[Base]) -> int:
+    with engine.connect() as connection:
+        return int(connection.scalar(select(func.count()).select_from(model)) or 0)
+
+
+def poll(store: Store, servers: list[ServerConfig], **monitor: Any) -> list[PollOutcome]:
+    config = Config(monitor=MonitorSettings(poll_timeout=15, **monitor), servers=servers, source="test")
+    poller = Poller(store, config)
+    try:
+        return asyncio.run(poller.poll(poller.jobs()))
+    finally:
+        poller.close()
+
+
+def http_config(name: str, url: str) -> ServerConfig:
+    return ServerConfig(name=name, transport="http", url=url)
+
+
+def test_migrations_from_empty_match_the_models(database_url: str) -> None:
+    engine = make_engine(database_url)
+    try:
+        assert current_revision(engine) is None
+        head = migrate(engine)
+        assert current_revision(engine) == head
+        with engine.connect() as connection:
+            context = MigrationContext.configure(connection, opts={"compare_type": True})
+            assert compare_metadata(context, Base.metadata) == []
+        migrate(engine)  # idempotent
+    finally:
+        engine.dispose()
+
+
+def test_third_party_server_over_stdio(store: Store, engine: Engine) -> None:
+    time_server = ServerConfig(
+        name="time", transport="stdio", command=sys.executable, args=["-m", "mcp_server_time"]
+    )
+    (first,) = poll(store, [time_server])
+    assert first.ok, first.error
+    assert first.new_version and first.version == 1 and first.tool_count >= 1
+    (second,) = poll(store, [time_server])
+    assert second.ok and not second.new_version and second.version == 1
+    assert second.fingerprint == first.fingerprint
+    assert count(engine, Snapshot) == 1
+    with store.sessions() as session:
+        snapshot = session.scalars(select(Snapshot)).one()
+        assert snapshot.poll_count == 2
+        server = session.scalars(select(Server)).one()
+        assert server.server_info and server.server_info.get("name")
+        assert server.protocol_version
+
+
+def test_read_only_flip_stores_one_tool_and_a_critical_finding(
+    store: Store, engine: Engine, tmp_path: Path
+) -> None:
+    tools = make_tools(50)
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(tools))
+    with http_server("fastmcp_server.py", str(tools_file), "--page-size", "20") as url:
+        server = http_config("docs", url)
+        (first,) = poll(store, [server])
+        assert first.ok and first.tool_count == 50, first.error
+        assert count(engine, ToolDefinition) == 50
+        before = {m: count(engine, m) for m in (ToolDefinition, Listing, ListingTool, Snapshot)}
+
+        tools[7]["annotations"]["readOnlyHint"] = False
+        tools_file.write_text(json.dumps(tools))
+        (second,) = poll(store, [server])
+
+    assert second.ok and second.new_version and second.version == 2
+    assert count(engine, ToolDefinition) == before[ToolDefinition] + 1
+    assert count(engine, Listing) == before[Listing] + 1
+    assert count(engine, Snapshot) == before[Snapshot] + 1
+    assert [(f.rule, f.severity.value, f.tool) for f in second.findings] == [
+        ("read-only-revoked", "critical", "tool_007")
+    ]
+    with store.sessions() as session:
+        record = session.scalars(select(FindingRecord)).one()
+        snapshots = session.scalars(select(Snapshot).order_by(Snapshot.version)).all()
+        assert (record.from_snapshot_id, record.to_snapshot_id) == (snapshots[0].id, snapshots[1].id)
+        assert (record.old, record.new) == (True, False)
+
+
+def test_vendor_fields_and_unknown_hints_are_kept_and_versioned(store: Store, tmp_path: Path) -> None:
+    tools = make_tools(3)
+    tools[0]["_meta"] = {"volatile": 1}
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(tools))
+    with http_server("fastmcp_server.py", str(tools_file)) as url:
+        server = http_config("vendor", url)
+        (first,) = poll(store, [server])
+        tools[0]["_meta"] = {"volatile": 2}
+        tools_file.write_text(json.dumps(tools))
+        (meta_only,) = poll(store, [server])
+        tools[1]["x-vendor"]["rev"] = 2
+        tools_file.write_text(json.dumps(tools))
+        (vendor,) = poll(store, [server])
+        tools[2]["annotations"]["x-unknown-hint"] = "changed"
+        tools_file.write_text(json.dumps(tools))
+        (hint,) = poll(store, [server])
+
+    assert first.ok, first.error
+    assert not meta_only.new_version, "_meta is not part of identity"
+    assert vendor.new_version and [f.field for f in vendor.findings] == ["x-vendor"]
+    assert hint.new_version and [f.field for f in hint.findings] == ["annotations.x-unknown-hint"]
+    with store.sessions() as session:
+        snapshot = session.scalars(select(Snapshot).where(Snapshot.version == 1)).one()
+    stored = store.listing_tools(snapshot.listing_id)
+    expected = make_tools(3)
+    expected[0]["_meta"] = {"volatile": 1}
+    assert sorted(stored, key=lambda t: t["name"]) == expected, "the listing exactly as first sent"
+
+
+def test_unreachable_after_three_failures_then_recovery(store: Store, engine: Engine, tmp_path: Path) -> None:
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(make_tools(1)))
+    dead = http_config("flaky", "http://127.0.0.1:9/mcp")
+    outcomes = [poll(store, [dead], unreachable_after=3)[0] for _ in range(4)]
+    assert all(not o.ok and o.error_kind == "connect" for o in outcomes)
+    assert [[f.rule for f in o.findings] for o in outcomes] == [[], [], ["server-unreachable"], []]
+    with http_server("fastmcp_server.py", str(tools_file)) as url:
+        (recovered,) = poll(store, [http_config("flaky", url)])
+    assert recovered.ok
+    with store.sessions() as session:
+        server = session.scalars(select(Server)).one()
+        assert server.consecutive_failures == 0 and server.last_error is None
+        failures = session.scalars(select(PollAttempt).where(PollAttempt.ok.is_(False))).all()
+        assert len(failures) == 4 and all("connection refused" in (a.error or "") for a in failures)
+
+
+def test_unchanged_polls_keep_a_span_and_trim_attempts(store: Store, engine: Engine) -> None:
+    server_id = store.sync_servers([http_config("s", "http://127.0.0.1:9/mcp")], datetime.now(UTC))["s"]
+    from monitor.fingerprint import CanonicalListing
+
+    listing = CanonicalListing.of(make_tools(5))
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    for minute in range(12):
+        at = start + timedelta(minutes=minute)
+        store.record_success(
+            server_id,
+            listing,
+            started_at=at,
+            finished_at=at,
+            pages=1,
+            protocol_version="2025-11-25",
+            server_info=None,
+            capabilities={},
+            list_changed_advertised=False,
+        )
+    assert count(engine, Snapshot) == 1
+    assert count(engine, PollAttempt) == 5, "only the newest attempts_kept successes"
+    with store.sessions() as session:
+        snapshot = session.scalars(select(Snapshot)).one()
+        assert snapshot.poll_count == 12
+        assert snapshot.first_seen == start and snapshot.last_seen == start + timedelta(minutes=11)
+
+
+def test_snapshot_in_force_at_a_time(store: Store) -> None:
+    from monitor.fingerprint import CanonicalListing
+
+    server_id = store.sync_servers([http_config("s", "http://127.0.0.1:9/mcp")], datetime.now(UTC))["s"]
+    listings = [CanonicalListing.of(make_tools(n)) for n in (1, 2, 1)]
+    times = [datetime(2026, 1, 1, 14, m, tzinfo=UTC) for m in (0, 10, 20)]
+    for listing, at in zip(listings, times, strict=True):
+        store.record_success(
+            server_id,
+            listing,
+            started_at=at,
+            finished_at=at,
+            pages=1,
+            protocol_version="2025-11-25",
+            server_info=None,
+            capabilities={},
+            list_changed_advertised=False,
+        )
+    assert store.snapshot_at(server_id, datetime(2026, 1, 1, 13, 59, tzinfo=UTC)) is None
+    versions = [
+        store.snapshot_at(server_id, datetime(2026, 1, 1, 14, m, s, tzinfo=UTC))
+        for m, s in ((0, 0), (9, 59), (10, 0), (30, 0))
+    ]
+    assert [v.version if v else None for v in versions] == [1, 1, 2, 3]
+    assert versions[0] and versions[3] and versions[0].listing_id == versions[3].listing_id, (
+        "A -> B -> A stores A once"
+    )
+
+
+def test_a_failure_mid_poll_leaves_nothing_half_written(
+    store: Store, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from monitor import store as store_module
+    from monitor.fingerprint import CanonicalListing
+
+    server_id = store.sync_servers([http_config("s", "http://127.0.0.1:9/mcp")], datetime.now(UTC))["s"]
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    kwargs: dict[str, Any] = dict(
+        pages=1,
+        protocol_version="2025-11-25",
+        server_info=None,
+        capabilities={},
+        list_changed_advertised=False,
+    )
+    store.record_success(
+        server_id, CanonicalListing.of(make_tools(2)), started_at=at, finished_at=at, **kwargs
+    )
+    before = {
+        m: count(engine, m)
+        for m in (ToolDefinition, Listing, ListingTool, Snapshot, FindingRecord, PollAttempt)
+    }
+
+    def crash(*args: Any, **kw: Any) -> None:
+        raise RuntimeError("power cut")
+
+    monkeypatch.setattr(store_module, "_add_findings", crash)
+    changed = make_tools(2)
+    changed[0]["annotations"]["readOnlyHint"] = False
+    with pytest.raises(RuntimeError, match="power cut"):
+        store.record_success(server_id, CanonicalListing.of(changed), started_at=at, finished_at=at, **kwargs)
+    after = {m: count(engine, m) for m in before}
+    assert after == before
