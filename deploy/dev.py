@@ -29,7 +29,7 @@ STAMP = VENV / ".installed-from"
 
 
 def ensure_venv() -> None:
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 - this script runs on whatever python3 the machine has
         sys.exit(f"drift-monitor needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
     if STAMP.exists() and STAMP.read_text() == wanted and PYTHON.exists():
@@ -38,7 +38,7 @@ def ensure_venv() -> None:
         print("creating .venv ...", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
     print("installing drift-monitor and its development dependencies into .venv ...", flush=True)
-    pip = [str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--progress-bar", "off"]
+    pip = [str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     subprocess.run([*pip, "--upgrade", "pip"], check=True, cwd=ROOT)
     subprocess.run([*pip, "-e", ".[dev]"], check=True, cwd=ROOT)
     STAMP.write_text(wanted)
@@ -58,8 +58,10 @@ def main() -> int:
     if command == "test":
         return run("-m", "pytest", *extra)
     if command == "check":
-        return run("-m", "ruff", "check", ".") or run("-m", "ruff", "format", "--check", ".") or run(
-            "-m", "mypy"
+        return (
+            run("-m", "ruff", "check", ".")
+            or run("-m", "ruff", "format", "--check", ".")
+            or run("-m", "mypy")
         )
     if command == "bench":
         return run(str(ROOT / "bench" / "run.py"), *extra)
