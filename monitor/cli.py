@@ -8,16 +8,17 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from monitor.config import Config, ConfigError, load_config
 from monitor.diff import ListingDiff, diff_listings
 from monitor.fingerprint import fingerprint
 from monitor.listing import ListingError, load_listing
-from monitor.poller import Poller
 from monitor.rules import CATALOG, Finding, Severity
-from monitor.store import PollOutcome, SchemaNotReady, Store, check_schema, make_engine, migrate, render_url
 from monitor.text import make_visible
+
+if TYPE_CHECKING:
+    from monitor.store import PollOutcome, Store
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -100,10 +101,10 @@ def _load_config(args: argparse.Namespace) -> Config:
     return load_config(path)
 
 
-def _open_store(config: Config, *, migrate_first: bool = False) -> Store:
+def _open_store(config: Config) -> Store:
+    from monitor.store import SchemaNotReady, Store, check_schema, make_engine
+
     engine = make_engine(config.monitor.database_url)
-    if migrate_first:
-        migrate(engine)
     try:
         check_schema(engine)
     except SchemaNotReady as exc:
@@ -114,6 +115,8 @@ def _open_store(config: Config, *, migrate_first: bool = False) -> Store:
 
 
 def _run_migrate(args: argparse.Namespace) -> int:
+    from monitor.store import make_engine, migrate, render_url
+
     config = _load_config(args)
     engine = make_engine(config.monitor.database_url)
     try:
@@ -125,6 +128,8 @@ def _run_migrate(args: argparse.Namespace) -> int:
 
 
 def _run_poll(args: argparse.Namespace) -> int:
+    from monitor.poller import Poller
+
     config = _load_config(args)
     if not config.servers:
         raise CommandError(f"{config.source}: no servers configured")

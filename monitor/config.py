@@ -15,13 +15,15 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from monitor.client import Limits, Target
 from monitor.rules import Severity
+
+if TYPE_CHECKING:
+    from monitor.client import Limits, Target
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -134,6 +136,8 @@ class MonitorSettings(BaseSettings):
         return env_settings, init_settings
 
     def limits(self, server: ServerConfig | None = None) -> Limits:
+        from monitor.client import Limits  # the MCP SDK is heavy; the offline commands never need it
+
         timeout = server.timeout if server and server.timeout else self.poll_timeout
         return Limits(
             timeout=timeout,
@@ -158,6 +162,8 @@ class Config:
 
     def target(self, server: ServerConfig, environ: Mapping[str, str] | None = None) -> Target:
         """The server with `${VAR}`s expanded, ready to poll."""
+        from monitor.client import Target
+
         env = os.environ if environ is None else environ
         where = f"{self.source}: server {server.name!r}"
 

@@ -130,3 +130,31 @@ def test_rules_doc_is_generated_from_the_catalog() -> None:
     assert doc == rules_markdown(), "regenerate: drift-monitor rules --format markdown > docs/rules.md"
     result = run("rules")
     assert result.returncode == 0 and "read-only-revoked" in result.stdout
+
+
+def test_migrate_and_poll_through_the_command_line(tmp_path: Path) -> None:
+    from helpers import http_server
+
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([{"name": "lookup", "inputSchema": {"type": "object"}}]))
+    config = tmp_path / "monitor.toml"
+    db = tmp_path / "monitor.db"
+    with http_server("fastmcp_server.py", str(tools)) as url:
+        config.write_text(
+            f'[monitor]\ndatabase_url = "sqlite:///{db}"\npoll_timeout = "15s"\n\n'
+            f'[[servers]]\nname = "live"\ntransport = "http"\nurl = "{url}"\n\n'
+            '[[servers]]\nname = "dead"\ntransport = "http"\nurl = "http://127.0.0.1:9/mcp"\n'
+        )
+        not_migrated = run("poll", "--config", str(config))
+        assert not_migrated.returncode == 2 and "drift-monitor migrate" in not_migrated.stderr
+        assert run("migrate", "--config", str(config)).returncode == 0
+        first = run("poll", "--config", str(config), "live")
+        assert first.returncode == 0, first.stderr
+        assert "live" in first.stdout and "1 tools" in first.stdout and "v1 new" in first.stdout
+        both = run("poll", "--config", str(config))
+        assert both.returncode == 3
+        lines = both.stdout.splitlines()
+        assert any(line.startswith("ok") and "v1 unchanged" in line for line in lines)
+        assert any(line.startswith("FAIL dead") and "connection refused" in line for line in lines)
+        unknown = run("poll", "--config", str(config), "nope")
+        assert unknown.returncode == 2 and "no server named 'nope'" in unknown.stderr
