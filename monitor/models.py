@@ -224,7 +224,7 @@ class Alert(Base):
     state: Mapped[str] = mapped_column(String(12))
     """open, acknowledged or resolved."""
     open_key: Mapped[str | None] = mapped_column(Text, unique=True)
-    """`server/rule/tool/session` while the alert is not resolved, NULL after: the no-storm guarantee."""
+    """`server_id/rule/sha256(tool, session)` while the alert is unresolved, NULL after: no alert storms."""
     message: Mapped[str] = mapped_column(Text)
     opened_at: Mapped[datetime]
     last_seen_at: Mapped[datetime]

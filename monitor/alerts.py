@@ -1,0 +1,323 @@
+"""Alerts: findings worth a person's attention, one per (server, tool or session, rule) while open.
+
+An alert is open, acknowledged or resolved. While it is not resolved its `open_key` holds the
+(server, rule, tool, session) key under a unique index, so a repeat finding attaches to it
+instead of opening another: one webhook when the condition starts, one when it clears, no storm.
+Everything here runs inside the caller's transaction, so an alert and its outbox rows commit
+together with the findings that caused them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from monitor.config import Config, WebhookConfig
+from monitor.models import (
+    Alert,
+    AlertFinding,
+    FindingRecord,
+    ListingTool,
+    Server,
+    Snapshot,
+    ToolDefinition,
+)
+from monitor.rules import TOOL_RULES, Check, Severity, ToolChange
+from monitor.webhooks import (
+    ALERT_OPENED,
+    ALERT_RESOLVED,
+    DEFAULT_EXPIRY,
+    MAX_FINDINGS,
+    alert_payload,
+    enqueue,
+    wake_after_commit,
+)
+
+OPEN, ACKNOWLEDGED, RESOLVED = "open", "acknowledged", "resolved"
+_TOOL_CHECKS: dict[str, Check] = {rule.id: rule.check for rule in TOOL_RULES if rule.check}
+
+
+class Alerting:
+    """The alert policy and poll hook: which findings open alerts, and which webhooks hear of them."""
+
+    def __init__(
+        self,
+        webhooks: Sequence[WebhookConfig] = (),
+        *,
+        base_url: str,
+        min_severity: Severity | None = None,
+        delivery_expiry: timedelta = DEFAULT_EXPIRY,
+    ) -> None:
+        self.webhooks = list(webhooks)
+        self.base_url = base_url.rstrip("/")
+        self.min_severity = min_severity or min(
+            (webhook.min_severity for webhook in self.webhooks), key=lambda s: s.rank, default=Severity.HIGH
+        )
+        """Findings at or above this open alerts; by default the lowest any webhook wants."""
+        self.delivery_expiry = delivery_expiry
+        self.on_enqueue: Callable[[], None] | None = None
+        """Called after a transaction that enqueued deliveries commits (e.g. `Deliverer.notify`)."""
+
+    @classmethod
+    def from_config(cls, config: Config) -> Alerting:
+        lowest = min(
+            [config.monitor.alert_min_severity, *(webhook.min_severity for webhook in config.webhooks)],
+            key=lambda s: s.rank,
+        )
+        return cls(config.webhooks, base_url=config.monitor.public_url, min_severity=lowest)
+
+    def after_poll(
+        self,
+        session: Session,
+        server: Server,
+        findings: Sequence[FindingRecord],
+        *,
+        snapshot: Snapshot | None,
+        new_version: bool,
+        now: datetime,
+    ) -> None:
+        undone: set[str] = set()
+        if snapshot is not None:
+            resolve_matching(session, server.id, "server-unreachable", now=now, policy=self)
+            if new_version:
+                undone = self._resolve_cleared(session, server.id, snapshot.listing_id, now)
+        groups: dict[tuple[str, str | None], list[FindingRecord]] = defaultdict(list)
+        for record in findings:
+            undoes = _change_key(record.tool, record.field, record.old, record.new) in undone
+            if record.severity_rank >= self.min_severity.rank and not undoes:
+                groups[record.rule, record.tool].append(record)
+        for (rule, tool), records in groups.items():
+            worst = max(records, key=lambda record: record.severity_rank)
+            open_or_attach(
+                session,
+                server,
+                rule=rule,
+                severity=Severity(worst.severity),
+                tool=tool,
+                message=worst.message,
+                findings=records,
+                now=now,
+                policy=self,
+            )
+
+    def _resolve_cleared(self, session: Session, server_id: int, listing_id: int, now: datetime) -> set[str]:
+        """Resolve tool alerts whose rule no longer fires from the listing they started at to this one.
+
+        Comparing with the alert's starting point (not the previous version) keeps a tool that went
+        read-only -> writable -> (unrelated edit) alerted, and clears it once it is read-only again.
+        Returns the changes that would exactly undo each resolved alert's first finding: flipping
+        back is the fix, so it must not open the opposite alert (read-only-claimed) as well.
+        """
+        first_finding = (
+            select(func.min(AlertFinding.finding_id))
+            .where(AlertFinding.alert_id == Alert.id)
+            .correlate(Alert)
+            .scalar_subquery()
+        )
+        rows = session.execute(
+            select(Alert, FindingRecord, Snapshot.listing_id)
+            .select_from(Alert)
+            .join(FindingRecord, FindingRecord.id == first_finding)
+            .join(Snapshot, Snapshot.id == FindingRecord.from_snapshot_id)
+            .where(
+                Alert.server_id == server_id,
+                Alert.state.in_([OPEN, ACKNOWLEDGED]),
+                Alert.tool.is_not(None),
+                Alert.rule.in_(list(_TOOL_CHECKS)),
+            )
+            .with_for_update(of=Alert)
+        ).all()
+        current = _definitions(session, listing_id, [alert for alert, _, _ in rows])
+        baselines: dict[int, dict[str, dict[str, Any]]] = {}
+        undone: set[str] = set()
+        for alert, first, baseline_id in rows:
+            if alert.tool is None:
+                continue
+            if baseline_id not in baselines:
+                same_start = [other for other, _, start in rows if start == baseline_id]
+                baselines[baseline_id] = _definitions(session, baseline_id, same_start)
+            change = ToolChange(alert.tool, baselines[baseline_id].get(alert.tool), current.get(alert.tool))
+            if not any(
+                finding.rule == alert.rule and finding.severity.rank >= self.min_severity.rank
+                for finding in _TOOL_CHECKS[alert.rule](change)
+            ):
+                resolve(session, alert, now, policy=self)
+                undone.add(_change_key(alert.tool, first.field, first.new, first.old))
+        return undone
+
+    def webhooks_for(self, rank: int) -> list[WebhookConfig]:
+        return [webhook for webhook in self.webhooks if rank >= webhook.min_severity.rank]
+
+
+def open_or_attach(
+    session: Session,
+    server: Server,
+    *,
+    rule: str,
+    severity: Severity,
+    tool: str | None = None,
+    session_id: str | None = None,
+    message: str,
+    findings: Sequence[FindingRecord] = (),
+    now: datetime,
+    policy: Alerting,
+) -> Alert:
+    """The open alert for this key with `findings` attached, opening (and announcing) it if needed.
+
+    The caller decides whether `severity` deserves an alert (see `Alerting.min_severity`); webhooks
+    still hear only of alerts at or above their own `min_severity`.
+    """
+    key = open_key(server.id, rule, tool, session_id)
+    for _ in range(3):
+        alert = _open_alert(session, key)
+        if alert is not None:
+            _attach(session, alert, server, severity, message, findings, now, policy)
+            return alert
+        # ON CONFLICT: a concurrent transaction that opened this key first wins, and we attach.
+        alert_id = session.scalar(
+            _insert(session)(Alert)
+            .values(
+                server_id=server.id,
+                rule=rule,
+                severity=severity.value,
+                severity_rank=severity.rank,
+                tool=tool,
+                session_id=session_id,
+                state=OPEN,
+                open_key=key,
+                message=message,
+                opened_at=now,
+                last_seen_at=now,
+            )
+            .on_conflict_do_nothing(index_elements=["open_key"])
+            .returning(Alert.id)
+        )
+        if alert_id is not None:
+            alert = session.get_one(Alert, alert_id)
+            session.add_all(AlertFinding(alert_id=alert.id, finding_id=f.id) for f in findings)
+            _announce(
+                session, alert, server.name, ALERT_OPENED, policy.webhooks_for(severity.rank), now, policy
+            )
+            return alert
+    raise RuntimeError(f"alert {key} kept opening and resolving under us")
+
+
+def resolve(session: Session, alert: Alert, now: datetime, *, policy: Alerting) -> None:
+    """Resolve the alert and tell the webhooks that heard it open; resolving twice does nothing."""
+    if alert.state == RESOLVED:
+        return
+    alert.state, alert.resolved_at, alert.open_key = RESOLVED, now, None
+    server = session.get_one(Server, alert.server_id)
+    _announce(
+        session, alert, server.name, ALERT_RESOLVED, policy.webhooks_for(alert.severity_rank), now, policy
+    )
+
+
+def resolve_matching(
+    session: Session,
+    server_id: int,
+    rule: str,
+    tool: str | None = None,
+    session_id: str | None = None,
+    *,
+    now: datetime,
+    policy: Alerting,
+) -> Alert | None:
+    """Resolve the open alert with exactly this key, if there is one, and return it."""
+    alert = _open_alert(session, open_key(server_id, rule, tool, session_id))
+    if alert is not None:
+        resolve(session, alert, now, policy=policy)
+    return alert
+
+
+def acknowledge(session: Session, alert_id: int, now: datetime) -> Alert | None:
+    """Mark an open alert as seen; it stays unresolved until its condition clears. None: no such alert."""
+    alert = session.get(Alert, alert_id, with_for_update=True)
+    if alert is not None and alert.state == OPEN:
+        alert.state, alert.acknowledged_at = ACKNOWLEDGED, now
+    return alert
+
+
+def open_key(server_id: int, rule: str, tool: str | None, session_id: str | None) -> str:
+    """Unambiguous whatever a tool is named, and of fixed length, so the unique index never overflows."""
+    digest = hashlib.sha256(json.dumps([tool, session_id]).encode("ascii")).hexdigest()
+    return f"{server_id}/{rule}/{digest}"
+
+
+def _open_alert(session: Session, key: str) -> Alert | None:
+    return session.scalar(select(Alert).where(Alert.open_key == key).with_for_update())
+
+
+def _attach(
+    session: Session,
+    alert: Alert,
+    server: Server,
+    severity: Severity,
+    message: str,
+    findings: Sequence[FindingRecord],
+    now: datetime,
+    policy: Alerting,
+) -> None:
+    """A repeat: no new webhook, except to webhooks that a worse severity now concerns."""
+    session.add_all(AlertFinding(alert_id=alert.id, finding_id=f.id) for f in findings)
+    alert.last_seen_at = max(alert.last_seen_at, now)
+    if severity.rank > alert.severity_rank:
+        previous = alert.severity_rank
+        alert.severity, alert.severity_rank, alert.message = severity.value, severity.rank, message
+        newly = [w for w in policy.webhooks_for(severity.rank) if w.min_severity.rank > previous]
+        _announce(session, alert, server.name, ALERT_OPENED, newly, now, policy)
+
+
+def _announce(
+    session: Session,
+    alert: Alert,
+    server: str,
+    event_type: str,
+    targets: Iterable[WebhookConfig],
+    now: datetime,
+    policy: Alerting,
+) -> None:
+    targets = list(targets)
+    if not targets:
+        return
+    session.flush()
+    findings = session.scalars(
+        select(FindingRecord)
+        .join(AlertFinding, AlertFinding.finding_id == FindingRecord.id)
+        .where(AlertFinding.alert_id == alert.id)
+        .order_by(FindingRecord.id)
+        .limit(MAX_FINDINGS)
+    ).all()
+    payload = alert_payload(event_type, alert, server, findings, policy.base_url)
+    for webhook in targets:
+        enqueue(session, webhook, payload, alert_id=alert.id, now=now, expires_after=policy.delivery_expiry)
+    if policy.on_enqueue is not None:
+        wake_after_commit(session, policy.on_enqueue)
+
+
+def _change_key(tool: str | None, field: str | None, old: Any, new: Any) -> str:
+    return json.dumps([tool, field, old, new], sort_keys=True)
+
+
+def _definitions(session: Session, listing_id: int, alerts: Iterable[Alert]) -> dict[str, dict[str, Any]]:
+    """The definitions of just the alerts' tools in one listing, by name."""
+    names = sorted({alert.tool for alert in alerts if alert.tool is not None})
+    rows = session.execute(
+        select(ToolDefinition.name, ToolDefinition.definition)
+        .join(ListingTool, ListingTool.tool_id == ToolDefinition.id)
+        .where(ListingTool.listing_id == listing_id, ToolDefinition.name.in_(names))
+    ).all()
+    return {name: definition for name, definition in rows}
+
+
+def _insert(session: Session) -> Any:
+    """The dialect's INSERT, which knows ON CONFLICT DO NOTHING."""
+    return postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert

@@ -1,0 +1,230 @@
+"""Scheduling polls across any number of `serve` processes that share one database.
+
+APScheduler is only each process's clock: a tick every second claims the servers that are due.
+The database is the coordinator. Claiming a server moves its `next_poll_at` one interval on and
+takes a lease on the row, under `FOR UPDATE SKIP LOCKED` on PostgreSQL, so two processes never
+poll a server in the same interval, and a dead process's servers come back when its lease runs
+out. SQLite allows one process, enforced by a lock file next to the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import random
+import socket
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import IO, Literal
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from sqlalchemy import or_, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+
+from monitor.client import Target
+from monitor.config import Config, ServerConfig
+from monitor.models import FindingRecord, Server, Snapshot
+from monitor.poller import Job, Poller
+from monitor.store import PollOutcome, Store
+
+log = logging.getLogger("drift_monitor.scheduler")
+
+LEASE_MARGIN = timedelta(seconds=30)
+"""How long past a poll's own timeout a lease lasts: a process silent for that long is dead."""
+
+
+def instance_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class InstanceLockError(RuntimeError):
+    pass
+
+
+def lock_sqlite(database_url: str) -> IO[str] | None:
+    """Hold a lock file beside a SQLite database for the life of the process; None for other databases."""
+    url = make_url(database_url)
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    path = Path(url.database).expanduser().resolve().with_name(Path(url.database).name + ".lock")
+    handle = path.open("a+", encoding="utf-8")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise InstanceLockError(
+            f"another drift-monitor serve ({holder}) is already running on {url.database}; SQLite supports "
+            "one instance: stop it, or use PostgreSQL to run several"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()}")
+    handle.flush()
+    return handle
+
+
+class LeaseRelease:
+    """Poll hook: a finished poll gives its lease back in the same transaction that records it."""
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+
+    def after_poll(
+        self,
+        session: Session,
+        server: Server,
+        findings: Sequence[FindingRecord],
+        *,
+        snapshot: Snapshot | None,
+        new_version: bool,
+        now: datetime,
+    ) -> None:
+        if server.lease_owner == self.owner:
+            server.lease_owner = None
+            server.lease_expires_at = None
+
+
+class Scheduler:
+    def __init__(
+        self,
+        store: Store,
+        poller: Poller,
+        config: Config,
+        owner: str,
+        *,
+        tick_seconds: float = 1.0,
+    ) -> None:
+        self.store = store
+        self.poller = poller
+        self.config = config
+        self.owner = owner
+        self.tick_seconds = tick_seconds
+        self.clock = AsyncIOScheduler(timezone=UTC)
+        self.in_flight: dict[int, asyncio.Task[PollOutcome | None]] = {}
+        self.targets: dict[int, Target] = {}
+        self._postgres = store.engine.dialect.name == "postgresql"
+
+    def register(self, now: datetime) -> None:
+        """Sync config servers, spreading first polls over one interval so they do not fire at once."""
+        ids = self.store.sync_servers(self.config.servers, now)
+        default = self.config.monitor.poll_interval
+        with self.store.sessions.begin() as session:
+            for server in self.config.servers:
+                row = session.get(Server, ids[server.name])
+                assert row is not None
+                row.interval_seconds = server.interval
+                if row.next_poll_at is None:
+                    row.next_poll_at = now + timedelta(seconds=random.uniform(0, server.interval or default))  # noqa: S311
+        self.targets = {ids[server.name]: self.config.target(server) for server in self.config.servers}
+
+    def start(self) -> None:
+        self.clock.add_job(self.tick, "interval", seconds=self.tick_seconds, max_instances=1, coalesce=True)
+        self.clock.start()
+
+    async def tick(self) -> None:
+        capacity = self.config.monitor.poll_concurrency - len(self.in_flight)
+        if capacity <= 0:
+            return
+        claimed = await asyncio.to_thread(self.claim, datetime.now(UTC), capacity)
+        for server_id in claimed:
+            target = self.targets.get(server_id) or await asyncio.to_thread(self._api_target, server_id)
+            if target is None:
+                continue
+            job = Job(server_id, target, self.config.monitor.limits(self._server_config(target.name)))
+            task = asyncio.create_task(self._run(job))
+            self.in_flight[server_id] = task
+
+    def _server_config(self, name: str) -> ServerConfig | None:
+        return next((s for s in self.config.servers if s.name == name), None)
+
+    async def _run(self, job: Job) -> PollOutcome | None:
+        try:
+            return await self.poller.poll_one(job)
+        except Exception:
+            log.exception("poll of %s failed unexpectedly", job.target.name)
+            return None
+        finally:
+            self.in_flight.pop(job.server_id, None)
+
+    def claim(self, now: datetime, limit: int) -> list[int]:
+        """Take leases on up to `limit` due servers and move each one's next poll an interval on."""
+        default = self.config.monitor.poll_interval
+        with self.store.sessions.begin() as session:
+            query = (
+                select(Server)
+                .where(
+                    Server.next_poll_at <= now,
+                    or_(Server.lease_expires_at.is_(None), Server.lease_expires_at < now),
+                )
+                .order_by(Server.next_poll_at)
+                .limit(limit)
+            )
+            if self._postgres:
+                query = query.with_for_update(skip_locked=True)
+            servers = session.scalars(query).all()
+            for server in servers:
+                interval = timedelta(seconds=server.interval_seconds or default)
+                assert server.next_poll_at is not None
+                following = server.next_poll_at + interval
+                if following <= now:  # fell behind (downtime): restart the rhythm from now, spread a little
+                    following = now + interval * random.uniform(0.9, 1.1)  # noqa: S311
+                server.next_poll_at = following
+                server.lease_owner = self.owner
+                server.lease_expires_at = (
+                    now + timedelta(seconds=self.config.monitor.poll_timeout) + LEASE_MARGIN
+                )
+            return [server.id for server in servers]
+
+    def _api_target(self, server_id: int) -> Target | None:
+        with self.store.sessions() as session:
+            server = session.get(Server, server_id)
+            if server is None or server.origin != "api" or not server.url:
+                return None
+            transport: Literal["http", "sse"] = "sse" if server.transport == "sse" else "http"
+            era: Literal["handshake", "modern"] = "modern" if server.era == "modern" else "handshake"
+            return Target(
+                name=server.name, transport=transport, url=server.url, headers=server.headers or {}, era=era
+            )
+
+    def poll_soon(self, server_id: int) -> None:
+        """Make a server due now (a list-changed notification arrived)."""
+        with self.store.sessions.begin() as session:
+            session.execute(
+                update(Server).where(Server.id == server_id).values(next_poll_at=datetime.now(UTC))
+            )
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """Stop claiming, let in-flight polls finish for `grace` seconds, abandon the rest, free leases."""
+        if self.clock.running:
+            self.clock.shutdown(wait=False)
+        abandoned = []
+        tasks = dict(self.in_flight)
+        if tasks:
+            _, pending = await asyncio.wait(tasks.values(), timeout=grace)
+            abandoned = [server_id for server_id, task in tasks.items() if task in pending]
+            for task in pending:
+                task.cancel()
+            with contextlib.suppress(Exception):
+                await asyncio.gather(*pending, return_exceptions=True)
+        await asyncio.to_thread(self._release_leases, abandoned)
+
+    def _release_leases(self, abandoned: list[int]) -> None:
+        """Free this process's leases; abandoned polls become due at once for whoever runs next."""
+        with self.store.sessions.begin() as session:
+            if abandoned:
+                session.execute(
+                    update(Server).where(Server.id.in_(abandoned)).values(next_poll_at=datetime.now(UTC))
+                )
+            session.execute(
+                update(Server)
+                .where(Server.lease_owner == self.owner)
+                .values(lease_owner=None, lease_expires_at=None)
+            )

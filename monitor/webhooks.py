@@ -1,0 +1,518 @@
+"""Webhook delivery: a durable outbox, Standard Webhooks signatures, retries with backoff.
+
+A delivery is a row (committed with the alert that caused it) before anything is sent, so a crash
+or restart loses none. Its id is the `webhook-id` of every attempt, so a receiver that saw a body
+but whose answer was lost can drop the repeat. Sending happens in its own task, one task per
+delivery, so a dead or slow receiver delays neither polling nor other deliveries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import os
+import random
+import secrets
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from sqlalchemy import Engine, and_, event, or_, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from monitor.config import Config, WebhookConfig
+from monitor.models import Alert, DeliveryAttempt, FindingRecord, WebhookDelivery
+from monitor.text import make_visible
+
+if TYPE_CHECKING:
+    import anyio
+
+    from monitor.store import Store
+
+log = logging.getLogger(__name__)
+
+ALERT_OPENED = "alert.opened"
+ALERT_RESOLVED = "alert.resolved"
+PENDING, DELIVERED, EXPIRED = "pending", "delivered", "expired"
+DEFAULT_EXPIRY = timedelta(hours=24)
+MAX_FINDINGS = 100
+"""Findings carried in one payload; a long-lived alert can gather many, the dashboard has them all."""
+USER_AGENT = "drift-monitor-webhooks/1"
+_WHSEC = "whsec_"
+_WAKES = "drift_monitor.webhook_wakes"
+
+
+# Payloads
+
+
+def alert_payload(
+    event_type: str, alert: Alert, server: str, findings: Sequence[FindingRecord], base_url: str
+) -> dict[str, Any]:
+    """The SPEC 9 body; `state`, `session_id` and `resolved_at` are extras for receivers that route."""
+    return {
+        "type": event_type,
+        "alert": {
+            "id": alert.id,
+            "rule": alert.rule,
+            "severity": alert.severity,
+            "state": alert.state,
+            "server": server,
+            "tool": alert.tool,
+            "session_id": alert.session_id,
+            "message": alert.message,
+            "opened_at": _iso(alert.opened_at),
+            "resolved_at": _iso(alert.resolved_at) if alert.resolved_at else None,
+            "url": f"{base_url.rstrip('/')}/alerts/{alert.id}",
+        },
+        "findings": [
+            {
+                "rule": finding.rule,
+                "severity": finding.severity,
+                "tool": finding.tool,
+                "field": finding.field,
+                "old": finding.old,
+                "new": finding.new,
+                "message": finding.message,
+                "detected_at": _iso(finding.detected_at),
+            }
+            for finding in findings[:MAX_FINDINGS]
+        ],
+    }
+
+
+def render(webhook: WebhookConfig, payload: dict[str, Any]) -> str:
+    """The exact body text for one webhook.
+
+    ASCII-only JSON: server text may hold lone surrogates that UTF-8 cannot encode, and escaping
+    makes the signed bytes independent of any encoding step.
+    """
+    body = slack_message(payload) if webhook.format == "slack" else payload
+    return json.dumps(body, separators=(",", ":"))
+
+
+def slack_message(payload: dict[str, Any]) -> dict[str, Any]:
+    """A Slack incoming-webhook body. Server-controlled text is escaped so it cannot mention or link."""
+    alert = payload["alert"]
+    verb = "resolved" if payload["type"] == ALERT_RESOLVED else "opened"
+    subject = alert["server"] + (f" / {alert['tool']}" if alert["tool"] else "")
+    title = _clip(f"[{alert['severity'].upper()}] {alert['rule']} {verb} on {make_visible(subject)}", 300)
+    message = _clip(make_visible(alert["message"]), 2500)
+    link = f"<{_slack_escape(alert['url'])}|Alert {alert['id']}>"
+    return {
+        "text": _slack_escape(f"{title}: {message}"),
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": _slack_escape(f"{title}\n{message}")}},
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": link}]},
+        ],
+    }
+
+
+def _slack_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+# The outbox
+
+
+def enqueue(
+    session: Session,
+    webhook: WebhookConfig,
+    payload: dict[str, Any],
+    *,
+    alert_id: int | None,
+    now: datetime,
+    expires_after: timedelta = DEFAULT_EXPIRY,
+) -> WebhookDelivery:
+    """Add a pending delivery to the caller's transaction, so it commits with what caused it."""
+    delivery = WebhookDelivery(
+        id=f"msg_{secrets.token_hex(16)}",
+        webhook=webhook.name,
+        alert_id=alert_id,
+        event_type=payload["type"],
+        body=render(webhook, payload),
+        state=PENDING,
+        created_at=now,
+        next_attempt_at=now,
+        expires_at=now + expires_after,
+        attempts=0,
+    )
+    session.add(delivery)
+    return delivery
+
+
+def wake_after_commit(session: Session, wake: Callable[[], None]) -> None:
+    """Call `wake` once the transaction commits: woken earlier, a deliverer would find nothing yet."""
+    session.info.setdefault(_WAKES, set()).add(wake)
+    if not event.contains(session, "after_commit", _fire_wakes):
+        event.listen(session, "after_commit", _fire_wakes)
+
+
+def _fire_wakes(session: Session) -> None:
+    for wake in session.info.pop(_WAKES, set()):
+        wake()
+
+
+# Signing (https://www.standardwebhooks.com)
+
+
+def signing_key(secret: str) -> bytes:
+    """`whsec_<base64>` secrets are decoded, as the Standard Webhooks libraries do; others are UTF-8."""
+    if not secret.startswith(_WHSEC):
+        return secret.encode("utf-8")
+    try:
+        return base64.b64decode(secret.removeprefix(_WHSEC), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("a whsec_ secret must be base64 after the prefix") from None
+
+
+def sign(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
+    digest = hmac.new(key, f"{msg_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode("ascii")
+
+
+def _key_from_env(webhook: WebhookConfig) -> bytes | None:
+    if not webhook.secret_env:
+        return None
+    secret = os.environ.get(webhook.secret_env)
+    if not secret:
+        log.warning("webhook %s: %s is not set, so deliveries go unsigned", webhook.name, webhook.secret_env)
+        return None
+    try:
+        return signing_key(secret)
+    except ValueError as exc:
+        raise ValueError(f"webhook {webhook.name}: {webhook.secret_env}: {exc}") from None
+
+
+# Backoff
+
+
+def backoff_delay(attempts: int, retry_after: float | None, *, base: float, cap: float) -> float:
+    """Exponential backoff with full jitter, so retries to one dead receiver do not arrive in waves.
+
+    A receiver's Retry-After is a floor, honoured up to the cap.
+    """
+    delay = random.uniform(0.0, min(cap, base * 2.0 ** min(attempts - 1, 60)))  # noqa: S311 - jitter
+    if retry_after is not None:
+        delay = max(delay, min(retry_after, cap))
+    return delay
+
+
+def parse_retry_after(value: str | None, now: datetime) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None when absent or garbled."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+# Delivery
+
+
+@dataclass(frozen=True)
+class _Claim:
+    id: str
+    webhook: str
+    body: str
+
+
+@dataclass(frozen=True)
+class _Result:
+    attempted_at: datetime
+    status: int | None
+    latency_ms: float
+    error: str | None
+    retry_after: float | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+
+class Deliverer:
+    """Sends due deliveries. Several processes may share one PostgreSQL outbox.
+
+    A claim takes rows with `FOR UPDATE SKIP LOCKED` (so concurrent claimers never block on or take
+    each other's rows) and writes a lease, so a row being sent is not claimed again until the
+    lease runs out; a process that dies mid-send simply lets its lease expire.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        webhooks: Sequence[WebhookConfig],
+        *,
+        owner: str | None = None,
+        timeout: float = 10.0,
+        lease: float = 60.0,
+        backoff_base: float = 1.0,
+        backoff_cap: float = 600.0,
+        concurrency: int = 16,
+        idle_poll: float = 5.0,
+    ) -> None:
+        self.sessions = sessionmaker(engine, expire_on_commit=False)
+        self.webhooks = {webhook.name: webhook for webhook in webhooks}
+        self._keys = {webhook.name: _key_from_env(webhook) for webhook in webhooks}
+        self.owner = owner or f"deliverer-{uuid.uuid4().hex[:12]}"
+        self.timeout = timeout
+        self.lease = timedelta(seconds=lease)
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.concurrency = concurrency
+        self.idle_poll = idle_poll
+        """Also how soon rows enqueued by other processes, or leases they left behind, are noticed."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+
+    @classmethod
+    def from_config(cls, store: Store, config: Config, owner: str) -> Deliverer:
+        return cls(store.engine, config.webhooks, owner=owner)
+
+    def notify(self) -> None:
+        """Wake the running loop now; safe from any thread (polls commit in worker threads)."""
+        loop, wake = self._loop, self._wake
+        if loop is None or wake is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nothing runs to wake
+            loop.call_soon_threadsafe(wake.set)
+
+    async def deliver_due(self) -> int:
+        """One pass: attempt every due delivery (up to `concurrency`) and wait for the outcomes."""
+        async with self._transport() as transport:
+            claims = await asyncio.to_thread(self._claim, self.concurrency)
+            await asyncio.gather(*(self._attempt(transport, claim) for claim in claims))
+        return len(claims)
+
+    async def run(self, stop: anyio.Event | asyncio.Event) -> None:
+        """Deliver until `stop` is set, then let in-flight sends finish (each is bounded by `timeout`).
+
+        Cancelled instead, it abandons them and releases their leases for the next process.
+        """
+        self._loop = asyncio.get_running_loop()
+        wake = self._wake = asyncio.Event()
+        tasks: set[asyncio.Task[None]] = set()
+
+        def finished(task: asyncio.Task[None]) -> None:
+            tasks.discard(task)
+            wake.set()
+
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            async with self._transport() as transport:
+                while not stop.is_set():
+                    wake.clear()
+                    delay = self.idle_poll
+                    try:
+                        free = self.concurrency - len(tasks)
+                        if free > 0:
+                            for claim in await asyncio.to_thread(self._claim, free):
+                                task = asyncio.create_task(self._attempt(transport, claim), name=claim.id)
+                                tasks.add(task)
+                                task.add_done_callback(finished)
+                        if len(tasks) < self.concurrency:
+                            delay = await asyncio.to_thread(self._seconds_until_due)
+                    except Exception:
+                        log.exception("webhook outbox unavailable; trying again in %.0f s", self.idle_poll)
+                    woken = asyncio.ensure_future(wake.wait())
+                    await asyncio.wait({stopped, woken}, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+                    woken.cancel()
+                if tasks:
+                    await asyncio.wait(set(tasks))
+        finally:
+            stopped.cancel()
+            for task in list(tasks):
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._loop = self._wake = None
+
+    def _transport(self) -> httpx.AsyncHTTPTransport:
+        """httpx's transport rather than its client: the client logs each request URL, and a webhook
+        URL can be a secret (Slack's are)."""
+        return httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=self.concurrency))
+
+    def _claim(self, limit: int) -> list[_Claim]:
+        """Lease up to `limit` due deliveries, and expire the pending ones past their expiry."""
+        now = _utcnow()
+        lease_free = or_(WebhookDelivery.lease_expires_at.is_(None), WebhookDelivery.lease_expires_at <= now)
+        ours = WebhookDelivery.webhook.in_(list(self.webhooks))
+        with self.sessions.begin() as session:
+            rows = session.scalars(
+                select(WebhookDelivery)
+                .where(
+                    WebhookDelivery.state == PENDING,
+                    lease_free,
+                    or_(
+                        WebhookDelivery.expires_at <= now, and_(ours, WebhookDelivery.next_attempt_at <= now)
+                    ),
+                )
+                .order_by(WebhookDelivery.next_attempt_at)
+                .limit(limit)
+                .with_for_update(skip_locked=True)
+            ).all()
+            claims = []
+            for row in rows:
+                if row.expires_at <= now:
+                    row.state = EXPIRED
+                    log.warning("webhook %s: delivery %s expired undelivered", row.webhook, row.id)
+                    continue
+                row.lease_owner = self.owner
+                row.lease_expires_at = now + self.lease
+                claims.append(_Claim(row.id, row.webhook, row.body))
+            return claims
+
+    def _seconds_until_due(self) -> float:
+        now = _utcnow()
+        with self.sessions() as session:
+            due = session.scalar(
+                select(WebhookDelivery.next_attempt_at)
+                .where(
+                    WebhookDelivery.state == PENDING,
+                    WebhookDelivery.webhook.in_(list(self.webhooks)),
+                    or_(WebhookDelivery.lease_expires_at.is_(None), WebhookDelivery.lease_expires_at <= now),
+                )
+                .order_by(WebhookDelivery.next_attempt_at)
+                .limit(1)
+            )
+        if due is None:
+            return self.idle_poll
+        return min(self.idle_poll, max(0.0, (due - now).total_seconds()))
+
+    async def _attempt(self, transport: httpx.AsyncHTTPTransport, claim: _Claim) -> None:
+        webhook = self.webhooks[claim.webhook]
+        body = claim.body.encode("utf-8")
+        timestamp = int(time.time())
+        headers = {
+            "content-type": "application/json",
+            "user-agent": USER_AGENT,
+            "webhook-id": claim.id,
+            "webhook-timestamp": str(timestamp),
+        }
+        key = self._keys[webhook.name]
+        if key is not None:
+            headers["webhook-signature"] = sign(key, claim.id, timestamp, body)
+        attempted_at = _utcnow()
+        started = time.perf_counter()
+        status: int | None = None
+        error: str | None = None
+        retry_after: float | None = None
+        try:
+            request = httpx.Request(
+                "POST",
+                webhook.url,
+                content=body,
+                headers=headers,
+                extensions={"timeout": httpx.Timeout(self.timeout).as_dict()},
+            )
+            async with asyncio.timeout(self.timeout):
+                response = await transport.handle_async_request(request)
+                await response.aclose()  # the body is not read: a receiver cannot make us buffer it
+            status = response.status_code
+            if status in (429, 503):
+                retry_after = parse_retry_after(response.headers.get("retry-after"), _utcnow())
+        except asyncio.CancelledError:
+            await asyncio.to_thread(self._release, claim.id)
+            raise
+        except Exception as exc:
+            error = _describe(exc, webhook.url)
+        if status is not None and not 200 <= status < 300:
+            error = f"HTTP {status}"
+        result = _Result(attempted_at, status, (time.perf_counter() - started) * 1000, error, retry_after)
+        try:
+            state, delay = await asyncio.to_thread(self._record, claim, result)
+        except Exception:
+            log.exception(
+                "webhook %s: could not record attempt of %s; its lease will run out", webhook.name, claim.id
+            )
+            return
+        if result.ok:
+            log.info("webhook %s: delivered %s in %.0f ms", webhook.name, claim.id, result.latency_ms)
+        elif state == PENDING and delay is not None:
+            log.warning(
+                "webhook %s: %s failed (%s); retrying in %.1f s", webhook.name, claim.id, error, delay
+            )
+        else:
+            log.warning("webhook %s: %s failed (%s); now %s", webhook.name, claim.id, error, state)
+
+    def _record(self, claim: _Claim, result: _Result) -> tuple[str, float | None]:
+        """Store the attempt and the delivery's next state; returns (state, seconds to the retry)."""
+        with self.sessions.begin() as session:
+            row = session.get(WebhookDelivery, claim.id, with_for_update=True)
+            if row is None:
+                return "gone", None
+            session.add(
+                DeliveryAttempt(
+                    delivery_id=row.id,
+                    attempted_at=result.attempted_at,
+                    status_code=result.status,
+                    latency_ms=result.latency_ms,
+                    error=result.error,
+                )
+            )
+            row.attempts += 1
+            now = _utcnow()
+            delay: float | None = None
+            if result.ok:
+                if row.state != DELIVERED:
+                    row.state, row.delivered_at, row.last_error = DELIVERED, now, None
+            elif row.state == PENDING and row.lease_owner == self.owner:
+                row.last_error = result.error
+                delay = backoff_delay(
+                    row.attempts, result.retry_after, base=self.backoff_base, cap=self.backoff_cap
+                )
+                next_at = now + timedelta(seconds=delay)
+                if next_at >= row.expires_at:
+                    row.state = EXPIRED
+                else:
+                    row.next_attempt_at = next_at
+            if row.lease_owner == self.owner:
+                row.lease_owner, row.lease_expires_at = None, None
+            return row.state, delay
+
+    def _release(self, delivery_id: str) -> None:
+        with self.sessions.begin() as session:
+            row = session.get(WebhookDelivery, delivery_id, with_for_update=True)
+            if row is not None and row.lease_owner == self.owner:
+                row.lease_owner, row.lease_expires_at = None, None
+
+
+def _describe(exc: Exception, url: str) -> str:
+    """The error for the attempts table and logs, with the URL (Slack's carries a secret) cut out."""
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    try:
+        path = httpx.URL(url).raw_path.decode("ascii", "replace")
+    except httpx.InvalidURL:
+        path = ""
+    for secret in (url, path):
+        if len(secret) > 1:
+            text = text.replace(secret, "<url>")
+    return text[:500]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,131 @@
+"""Claiming polls through the database: exclusive, one per interval, and taken over after a lease runs out."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from monitor.config import Config, MonitorSettings, ServerConfig
+from monitor.models import Server
+from monitor.poller import Poller
+from monitor.scheduler import LEASE_MARGIN, InstanceLockError, Scheduler, lock_sqlite
+from monitor.store import Store
+
+INTERVAL = 60.0
+
+
+def make_config(count: int) -> Config:
+    servers = [
+        ServerConfig(name=f"s{i:03d}", transport="http", url=f"http://127.0.0.1:9/{i}") for i in range(count)
+    ]
+    return Config(
+        monitor=MonitorSettings(poll_interval=INTERVAL, poll_timeout=10, poll_concurrency=1000),
+        servers=servers,
+        source="test",
+    )
+
+
+@pytest.fixture
+def schedulers(store: Store) -> Iterator[tuple[Scheduler, Scheduler]]:
+    config = make_config(50)
+    pollers = [Poller(store, config), Poller(store, config)]
+    pair = (
+        Scheduler(store, pollers[0], config, "a"),
+        Scheduler(store, pollers[1], config, "b"),
+    )
+    yield pair
+    for poller in pollers:
+        poller.close()
+
+
+def test_first_polls_are_spread_over_one_interval(
+    schedulers: tuple[Scheduler, Scheduler], store: Store
+) -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    schedulers[0].register(now)
+    schedulers[1].register(now)  # a second instance keeps the first one's schedule
+    with store.sessions() as session:
+        due = [row for row in session.scalars(select(Server.next_poll_at))]
+    offsets = sorted((at - now).total_seconds() for at in due if at is not None)
+    assert len(offsets) == 50
+    assert offsets[0] >= 0 and offsets[-1] <= INTERVAL
+    assert offsets[-1] - offsets[0] > INTERVAL / 2, "spread, not fired at once"
+
+
+def test_each_server_is_claimed_once_per_interval(
+    schedulers: tuple[Scheduler, Scheduler], store: Store
+) -> None:
+    a, b = schedulers
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    a.register(start)
+    claims: dict[int, list[tuple[str, datetime]]] = {}
+    for step in range(0, int(INTERVAL * 3), 5):  # three intervals, a tick every 5 s, both instances
+        now = start + timedelta(seconds=step)
+        for scheduler in (a, b) if step % 10 else (b, a):
+            for server_id in scheduler.claim(now, 1000):
+                claims.setdefault(server_id, []).append((scheduler.owner, now))
+            scheduler._release_leases([])  # the polls finished
+    assert len(claims) == 50
+    for server_claims in claims.values():
+        times = [at for _, at in server_claims]
+        assert len(times) in (2, 3)
+        gaps = [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(times)]
+        assert all(gap >= INTERVAL - 5 for gap in gaps), gaps
+
+
+def test_concurrent_claims_are_disjoint(schedulers: tuple[Scheduler, Scheduler], store: Store) -> None:
+    if store.engine.dialect.name != "postgresql":
+        pytest.skip("SQLite runs one instance, enforced by its lock file")
+    a, b = schedulers
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    a.register(now - timedelta(seconds=INTERVAL))
+    results: dict[str, list[int]] = {}
+    barrier = threading.Barrier(2)
+
+    def claim(scheduler: Scheduler) -> None:
+        barrier.wait()
+        results[scheduler.owner] = scheduler.claim(now, 1000)
+
+    threads = [threading.Thread(target=claim, args=(s,)) for s in (a, b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert set(results["a"]).isdisjoint(results["b"])
+    assert len(results["a"]) + len(results["b"]) == 50
+
+
+def test_a_dead_instance_is_taken_over_after_its_lease(
+    schedulers: tuple[Scheduler, Scheduler], store: Store
+) -> None:
+    a, b = schedulers
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    a.register(now - timedelta(seconds=INTERVAL))
+    taken = a.claim(now, 1000)  # a dies holding every lease
+    assert len(taken) == 50
+    one_interval = now + timedelta(seconds=INTERVAL)
+    assert b.claim(now + timedelta(seconds=5), 1000) == [], "leases and the schedule hold"
+    lease_end = now + timedelta(seconds=10) + LEASE_MARGIN
+    later = max(one_interval, lease_end) + timedelta(seconds=1)
+    assert sorted(b.claim(later, 1000)) == sorted(taken)
+
+
+def test_second_sqlite_instance_refuses_to_start(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'monitor.db'}"
+    first = lock_sqlite(url)
+    assert first is not None
+    try:
+        with pytest.raises(InstanceLockError, match=r"already running .*use PostgreSQL"):
+            lock_sqlite(url)
+    finally:
+        first.close()
+    again = lock_sqlite(url)
+    assert again is not None
+    again.close()
+    assert lock_sqlite("postgresql+psycopg://x@127.0.0.1/db") is None

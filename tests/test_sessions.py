@@ -1,0 +1,208 @@
+"""Host sessions: a session holding an older listing than the server's raises session-stale."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from monitor.alerts import Alerting
+from monitor.config import ServerConfig
+from monitor.fingerprint import CanonicalListing, fingerprint
+from monitor.models import Alert, HostSession
+from monitor.sessions import (
+    SessionError,
+    UnknownServer,
+    check_sessions,
+    close_session,
+    heartbeat,
+    list_sessions,
+    register_session,
+)
+from monitor.store import Store
+
+T0 = datetime(2026, 1, 1, 14, 0, tzinfo=UTC)
+GRACE = timedelta(minutes=5)
+
+
+def tools(read_only: bool) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": "purge_tenant",
+            "inputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": read_only},
+        },
+        {"name": "lookup", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
+    ]
+
+
+def record(store: Store, server_id: int, listing: list[dict[str, Any]], at: datetime) -> None:
+    store.record_success(
+        server_id,
+        CanonicalListing.of(listing),
+        started_at=at,
+        finished_at=at,
+        pages=1,
+        protocol_version="2025-11-25",
+        server_info=None,
+        capabilities={},
+        list_changed_advertised=False,
+    )
+
+
+def check(store: Store, alerting: Alerting, now: datetime, max_age: timedelta = timedelta(hours=8)) -> None:
+    with store.sessions.begin() as session:
+        check_sessions(
+            session, now=now, grace=GRACE, max_age=max_age, expiry=timedelta(minutes=15), policy=alerting
+        )
+
+
+def open_alerts(store: Store) -> list[Alert]:
+    with store.sessions() as session:
+        return list(session.scalars(select(Alert).where(Alert.state != "resolved").order_by(Alert.id)))
+
+
+@pytest.fixture
+def setup(store: Store) -> tuple[Store, Alerting, int]:
+    alerting = Alerting(base_url="http://127.0.0.1:8000")
+    server_id = store.sync_servers(
+        [ServerConfig(name="git", transport="http", url="http://127.0.0.1:9/")], T0
+    )["git"]
+    return store, alerting, server_id
+
+
+def test_stale_session_raises_the_worst_missed_change_and_resolves_on_catch_up(
+    setup: tuple[Store, Alerting, int],
+) -> None:
+    store, alerting, server_id = setup
+    record(store, server_id, tools(read_only=True), T0)
+    with store.sessions.begin() as session:
+        register_session(
+            session,
+            server="git",
+            session_id="s-1",
+            client="gateway",
+            connected_at=T0,
+            fingerprint=None,
+            tools=tools(read_only=True),
+            now=T0,
+        )
+    record(store, server_id, tools(read_only=False), T0 + timedelta(minutes=1))
+
+    check(store, alerting, T0 + timedelta(minutes=3))
+    assert [a.rule for a in open_alerts(store)] == [], "within the grace period"
+    with store.sessions() as session:
+        (view,) = list_sessions(session, stale_only=False, now=T0 + timedelta(minutes=3), grace=GRACE)
+        assert not view.stale
+
+    check(store, alerting, T0 + timedelta(minutes=7))
+    check(store, alerting, T0 + timedelta(minutes=8))  # no storm
+    (alert,) = open_alerts(store)
+    assert (alert.rule, alert.severity, alert.session_id) == ("session-stale", "critical", "s-1")
+    assert "still treats purge_tenant as read-only" in alert.message
+    with store.sessions() as session:
+        (view,) = list_sessions(session, stale_only=True, now=T0 + timedelta(minutes=8), grace=GRACE)
+        assert view.stale and view.session_id == "s-1"
+
+    with store.sessions.begin() as session:
+        heartbeat(
+            session,
+            server="git",
+            session_id="s-1",
+            fingerprint=fingerprint(tools(read_only=False)),
+            tools=None,
+            now=T0 + timedelta(minutes=9),
+        )
+    check(store, alerting, T0 + timedelta(minutes=10))
+    assert open_alerts(store) == []
+
+
+def test_unknown_listing_long_lived_close_and_expiry(setup: tuple[Store, Alerting, int]) -> None:
+    store, alerting, server_id = setup
+    record(store, server_id, tools(read_only=True), T0)
+    with store.sessions.begin() as session:
+        register_session(
+            session,
+            server="git",
+            session_id="old",
+            client=None,
+            connected_at=T0 - timedelta(hours=9),
+            fingerprint="0" * 64,
+            tools=None,
+            now=T0,
+        )
+    check(store, alerting, T0 + timedelta(minutes=6))
+    rules = {(a.rule, a.severity) for a in open_alerts(store)}
+    assert rules == {("session-stale", "high"), ("session-long-lived", "low")}
+    assert "never saw" in next(a.message for a in open_alerts(store) if a.rule == "session-stale")
+    with store.sessions.begin() as session:
+        assert close_session(
+            session, server="git", session_id="old", now=T0 + timedelta(minutes=7), policy=alerting
+        )
+    assert open_alerts(store) == []
+
+    with store.sessions.begin() as session:
+        register_session(
+            session,
+            server="git",
+            session_id="quiet",
+            client=None,
+            connected_at=T0,
+            fingerprint=fingerprint(tools(read_only=True)),
+            tools=None,
+            now=T0,
+        )
+    check(store, alerting, T0 + timedelta(minutes=20))
+    with store.sessions() as session:
+        assert session.scalars(select(HostSession)).all() == [], "silent sessions expire"
+
+
+def test_bad_reports(setup: tuple[Store, Alerting, int]) -> None:
+    store, _, _ = setup
+    with store.sessions.begin() as session:
+        with pytest.raises(UnknownServer):
+            register_session(
+                session,
+                server="nope",
+                session_id="x",
+                client=None,
+                connected_at=T0,
+                fingerprint="0" * 64,
+                tools=None,
+                now=T0,
+            )
+        with pytest.raises(SessionError, match="fingerprint or the tools"):
+            register_session(
+                session,
+                server="git",
+                session_id="x",
+                client=None,
+                connected_at=T0,
+                fingerprint=None,
+                tools=None,
+                now=T0,
+            )
+        with pytest.raises(SessionError, match="64 lowercase hex"):
+            register_session(
+                session,
+                server="git",
+                session_id="x",
+                client=None,
+                connected_at=T0,
+                fingerprint="ABC",
+                tools=None,
+                now=T0,
+            )
+        with pytest.raises(SessionError, match="duplicate tool name"):
+            register_session(
+                session,
+                server="git",
+                session_id="x",
+                client=None,
+                connected_at=T0,
+                fingerprint=None,
+                tools=[{"name": "a"}, {"name": "a"}],
+                now=T0,
+            )
