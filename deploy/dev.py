@@ -6,6 +6,7 @@ reinstalled whenever pyproject.toml changes.
 
 Commands:
   run     the service on its embedded default (SQLite), with a demo server registered
+          (`run PORT` serves the dashboard on another port than 8000)
   test    the whole test suite (PostgreSQL too when DRIFT_MONITOR_TEST_PG_URL is set)
   check   ruff and mypy
   bench   every benchmark under bench/
@@ -16,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import subprocess
 import sys
 import venv
@@ -92,9 +94,21 @@ def run_demo(extra: list[str]) -> int:
         listing = json.loads((examples / example).read_text(encoding="utf-8"))
         tools.write_text(json.dumps(listing.get("result", listing)["tools"]), encoding="utf-8")
         print(f"\n$ drift-monitor poll   # demo server now serving docs/examples/{example}", flush=True)
-        if (code := run(*cli, "poll", "--config", str(config), *extra)) != 0:
+        if (code := run(*cli, "poll", "--config", str(config))) != 0:
             return code
-    return 0
+    token = os.environ.get("DRIFT_MONITOR_API_TOKEN") or secrets.token_urlsafe(16)
+    port = extra[0] if extra else "8000"
+    print(
+        f"\n$ drift-monitor serve   # dashboard: http://127.0.0.1:{port}/  (sign in with API token {token})\n"
+        "Ctrl-C stops it.",
+        flush=True,
+    )
+    env = {**os.environ, "DRIFT_MONITOR_API_TOKEN": token}
+    serve = [str(PYTHON), *cli, "serve", "--config", str(config), "--port", port]
+    try:
+        return subprocess.run(serve, cwd=ROOT, env=env, check=False).returncode
+    except KeyboardInterrupt:
+        return 0
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -79,6 +80,12 @@ def _parser() -> argparse.ArgumentParser:
     poll.add_argument("names", nargs="*", metavar="NAME", help="servers to poll (default: all)")
     poll.set_defaults(run=_run_poll)
 
+    serve = commands.add_parser("serve", help="run the scheduler, alert delivery and the web app")
+    _config_option(serve)
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.set_defaults(run=_run_serve)
+
     rules = commands.add_parser("rules", help="list every rule with its severity and meaning")
     rules.add_argument("--format", choices=("text", "markdown"), default="text")
     rules.set_defaults(run=_run_rules)
@@ -145,6 +152,20 @@ def _run_poll(args: argparse.Namespace) -> int:
         store.engine.dispose()
     write_poll_report(outcomes, sys.stdout, colour=_wants_colour(sys.stdout))
     return EXIT_POLL_FAILED if any(not outcome.ok for outcome in outcomes) else EXIT_OK
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    from monitor.scheduler import InstanceLockError
+    from monitor.service import serve
+    from monitor.store import SchemaNotReady
+
+    config = _load_config(args)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(serve(config, args.host, args.port, ready=lambda url: print(f"READY {url}", flush=True)))
+    except (InstanceLockError, SchemaNotReady) as exc:
+        raise CommandError(str(exc)) from None
+    return EXIT_OK
 
 
 class _Progress:

@@ -14,10 +14,13 @@ message is a single readable line without secrets.
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import os
+import ssl
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -25,13 +28,17 @@ from typing import Any, Literal, TextIO
 from urllib.parse import urlsplit
 
 import anyio
+import anyio.to_thread
 import httpx2
 import mcp_types as types
 from mcp.client import ClientSession, IncomingMessage, Transport
+from mcp.client._transport import ReadStream
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import Subscription, SubscriptionLost, ToolsListChanged, listen
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 from mcp_types.version import (
     HANDSHAKE_PROTOCOL_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
@@ -56,6 +63,11 @@ _SERVER_TEXT_LIMIT = 300
 
 _MIN_SECRET_LENGTH = 6
 """Shorter header and env values are not scrubbed: they would mangle ordinary words and guard nothing."""
+
+KEEPALIVE_INTERVAL = 30.0
+"""Seconds between a watch session's keep-alive requests. Its notification streams have no read
+timeout (they are quiet by nature), so without them a server that hangs, or vanished without closing
+its connections, would pass for a healthy session that simply never notifies."""
 
 
 class _Raw(RootModel[dict[str, Any]]):
@@ -132,6 +144,29 @@ async def fetch_listing(target: Target, limits: Limits = Limits()) -> FetchedLis
     return await _Poll(target, limits).run()
 
 
+async def watch_list_changed(
+    target: Target,
+    limits: Limits,
+    *,
+    on_ready: Callable[[], None],
+    on_change: Callable[[], None],
+) -> None:
+    """Hold one long-lived session and report every tools list-changed notification until it ends.
+
+    Connects as `fetch_listing` does; `limits.timeout` bounds connecting, negotiating and opening
+    the notification channel, not the session. The handshake era delivers
+    `notifications/tools/list_changed` on the session (for Streamable HTTP, on its GET stream);
+    the 2026-07-28 era needs a `subscriptions/listen` stream. `on_ready` runs once that channel is
+    open, then `on_change` once per notification, in order, each in a worker thread so a blocking
+    callback never stalls the session; their exceptions propagate as they are.
+
+    Returns when the server closes the session gracefully (the listen stream's result, or the end
+    of the HTTP notification stream); raises `PollError` when the session cannot be established or
+    drops (including a stdio server exiting). Cancelling closes the session and stops a stdio server.
+    """
+    await _Watch(target, limits, on_ready=on_ready, on_change=on_change).watch()
+
+
 _HTTP_STATUS_STAND_INS = frozenset(
     {
         (types.INTERNAL_ERROR, "Server returned an error response"),
@@ -169,6 +204,12 @@ def _transport_failure(error: MCPError) -> _TransportFailure | None:
     return None
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context per process: building one loads the CA bundle, ~40 ms of CPU per poll otherwise."""
+    return httpx2.create_ssl_context()
+
+
 class _Poll:
     """The state of one poll, so a failure can be explained by what was happening when it came."""
 
@@ -201,12 +242,7 @@ class _Poll:
 
     async def _connect_and_list(self) -> None:
         async with AsyncExitStack() as stack:
-            read_stream, write_stream = await stack.enter_async_context(await self._open(stack))
-            session = await stack.enter_async_context(
-                ClientSession(
-                    read_stream, write_stream, message_handler=self._on_message, client_info=CLIENT_INFO
-                )
-            )
+            session = await self._start(stack)
             with self.abort:
                 era, server_info, capabilities = await self._negotiate(session)
                 tools, pages, size = await self._list(session)
@@ -224,6 +260,24 @@ class _Poll:
                 list_changed_advertised=_advertises_list_changed(capabilities),
                 elapsed_ms=(time.perf_counter() - self.started) * 1000,
             )
+
+    async def _start(self, stack: AsyncExitStack) -> ClientSession:
+        """Open the transport and enter a session on it, both closed when `stack` is."""
+        read_stream, write_stream = await stack.enter_async_context(await self._open(stack))
+        return await stack.enter_async_context(
+            ClientSession(
+                self._reader(read_stream),
+                write_stream,
+                message_handler=self._on_message,
+                client_info=CLIENT_INFO,
+            )
+        )
+
+    def _reader(
+        self, stream: ReadStream[SessionMessage | Exception]
+    ) -> ReadStream[SessionMessage | Exception]:
+        """The transport's read stream as the session gets it; a watch wraps it to see the server go."""
+        return stream
 
     async def _open(self, stack: AsyncExitStack) -> Transport:
         target = self.target
@@ -261,8 +315,15 @@ class _Poll:
         auth: httpx2.Auth | None = None,
     ) -> httpx2.AsyncClient:
         return httpx2.AsyncClient(
-            headers=headers, timeout=timeout, auth=auth, event_hooks={"response": [self._on_response]}
+            headers=headers,
+            timeout=timeout,
+            auth=auth,
+            event_hooks=self._event_hooks(),
+            verify=_tls_context(),
         )
+
+    def _event_hooks(self) -> dict[str, list[Callable[[Any], Awaitable[None]]]]:
+        return {"response": [self._on_response]}
 
     async def _on_response(self, response: httpx2.Response) -> None:
         if response.request.method == "POST":
@@ -461,6 +522,331 @@ class _Poll:
             if len(secret) >= _MIN_SECRET_LENGTH:
                 message = message.replace(secret, "[redacted]")
         return PollError(error.kind, message)
+
+
+class _Watch(_Poll):
+    """The state of one watch session: what has arrived, and how (and whether) the session ended."""
+
+    def __init__(
+        self,
+        target: Target,
+        limits: Limits,
+        *,
+        on_ready: Callable[[], None],
+        on_change: Callable[[], None],
+    ) -> None:
+        super().__init__(target, limits)
+        self.on_ready = on_ready
+        self.on_change = on_change
+        self.era: Era | None = None
+        self.setup = anyio.CancelScope(deadline=anyio.current_time() + limits.timeout)
+        """Bounds everything up to the ready state; lifted once the notification channel is open."""
+        self.pending = 0
+        """Notifications received and not yet reported: a count, so a flood costs no memory."""
+        self.wake = anyio.Event()
+        self.ended = False
+        self.end: PollError | None = None
+        """Why the session ended, or None for a graceful close; the first reason wins."""
+        self.channel_open = anyio.Event()
+        """Set once the Streamable HTTP GET stream is answered (or the session ended first)."""
+        self.session_id_seen = False
+        self.callback_error: Exception | None = None
+
+    async def watch(self) -> None:
+        """As `_Poll.run`: every failure becomes one `PollError`, except what the callbacks raise."""
+        failure: Exception | None = None
+        try:
+            with self.setup:
+                await self._connect_and_watch()
+        except Exception as exc:
+            failure = exc
+        if self.callback_error is not None:
+            raise self.callback_error
+        if failure is not None or self.setup.cancel_called:  # a deadline that struck leaves no exception
+            raise self._finish(self._explain(failure, timed_out=self.setup.cancel_called)) from None
+
+    async def _connect_and_watch(self) -> None:
+        async with AsyncExitStack() as stack:
+            session = await self._start(stack)
+            with self.abort:
+                self.era, _, _ = await self._negotiate(session)
+                if self.era == "modern":
+                    await self._watch_listen(session)
+                else:
+                    if self.target.transport == "http":
+                        await self._await_get_stream()
+                    await self._serve(session)
+            if self.stream_error is not None:
+                raise _stream_error(self.stream_error)
+        if self.end is not None:
+            raise self.end
+
+    async def _watch_listen(self, session: ClientSession) -> None:
+        self.stage = "subscriptions/listen"
+        async with AsyncExitStack() as stack:
+            try:
+                subscription = await stack.enter_async_context(listen(session, tools_list_changed=True))
+            except MCPError as exc:
+                raise self._listen_refused(exc) from None
+            except SubscriptionLost:
+                raise PollError(
+                    "protocol", "server ended subscriptions/listen before acknowledging it"
+                ) from None
+            if not subscription.honored.tools_list_changed:
+                raise PollError(
+                    "protocol", "server does not support subscriptions/listen for tools: it honored none"
+                )
+            await self._serve(session, subscription)
+
+    def _listen_refused(self, error: MCPError) -> PollError:
+        if _transport_failure(error) is None and error.code == types.METHOD_NOT_FOUND:
+            return PollError(
+                "protocol", f"server does not support subscriptions/listen ({self._describe(error)})"
+            )
+        return self._from_rpc_error(error)
+
+    async def _await_get_stream(self) -> None:
+        """Streamable HTTP's handshake era notifies on the GET stream the SDK opens after the handshake."""
+        self.stage = "the notification stream (GET)"
+        if not self.session_id_seen:
+            raise PollError(
+                "protocol",
+                "server assigned no Mcp-Session-Id, so no GET stream can carry its notifications",
+            )
+        await self.channel_open.wait()
+
+    async def _serve(self, session: ClientSession, subscription: Subscription | None = None) -> None:
+        """The ready session: no deadline now, a keep-alive, and reports until the session ends."""
+        self.setup.deadline = math.inf
+        self.stage = "the watch session"
+        if self.ended:
+            return  # it ended before it was ready: the caller raises the reason, if any
+        async with anyio.create_task_group() as tg:
+            if subscription is not None:
+                tg.start_soon(self._pump, subscription)
+            tg.start_soon(self._keep_alive, session)
+            await self._report()
+            tg.cancel_scope.cancel()
+
+    async def _report(self) -> None:
+        """on_ready, then on_change once per notification, one at a time, so their order is kept."""
+        await self._call(self.on_ready)
+        while True:
+            if self.pending:
+                self.pending -= 1
+                await self._call(self.on_change)
+            elif self.ended:
+                return  # notifications that came before the end are all reported first
+            else:
+                await self.wake.wait()
+                self.wake = anyio.Event()
+
+    async def _call(self, callback: Callable[[], None]) -> None:
+        try:
+            await anyio.to_thread.run_sync(callback)
+        except Exception as exc:
+            self.callback_error = exc
+            raise
+
+    def _changed(self) -> None:
+        self.pending += 1
+        self.wake.set()
+
+    def _end(self, reason: PollError | None) -> None:
+        if not self.ended:
+            self.ended, self.end = True, reason
+            self.wake.set()
+            self.channel_open.set()
+
+    async def _pump(self, subscription: Subscription) -> None:
+        """Drain the listen stream as events come: it coalesces events its consumer has not taken yet."""
+        try:
+            async for event in subscription:
+                if isinstance(event, ToolsListChanged):
+                    self._changed()
+        except SubscriptionLost as lost:
+            self._end(self._lost(lost.__cause__))
+        else:
+            self._end(None)
+
+    def _lost(self, cause: BaseException | None) -> PollError:
+        if not isinstance(cause, MCPError):
+            return PollError("connect", "server cancelled its subscriptions/listen stream")
+        if _transport_failure(cause) != "closed":
+            self.stage = "subscriptions/listen"
+            return self._from_rpc_error(cause)
+        if self.target.transport == "stdio":
+            return self._exited()
+        return PollError("connect", f"the subscriptions/listen stream dropped ({_clip(cause.message)})")
+
+    def _exited(self) -> PollError:
+        return PollError("process-exit", "server process exited during the watch session")
+
+    async def _keep_alive(self, session: ClientSession) -> None:
+        """A request now and then: any answer, even an error, shows the server is still there."""
+        method = "server/discover" if self.era == "modern" else "ping"
+        while True:
+            await anyio.sleep(KEEPALIVE_INTERVAL)
+            self.stage = f"the keep-alive {method}"
+            try:
+                with anyio.fail_after(self.limits.timeout):
+                    if self.era == "modern":
+                        await session.send_discover(LATEST_MODERN_VERSION)
+                    else:
+                        await session.send_ping()
+            except TimeoutError:
+                self._end(PollError("timeout", f"no answer to {self.stage} within {self.limits.timeout:g} s"))
+                return
+            except MCPError as exc:
+                if _transport_failure(exc) is not None or self.http_status is not None:
+                    self._end(self._from_rpc_error(exc))
+                    return
+            except ValidationError:
+                pass  # an answer, if not a valid one
+            self.stage = "the watch session"
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            if self.era != "modern":  # there, the listen stream's frames are also teed here
+                self._changed()
+        elif isinstance(message, httpx2.HTTPError) and self.target.transport == "sse":
+            self._end(PollError("connect", f"the SSE stream from {self._where()} dropped: {message}"))
+        else:
+            await super()._on_message(message)
+
+    def _reader(
+        self, stream: ReadStream[SessionMessage | Exception]
+    ) -> ReadStream[SessionMessage | Exception]:
+        if self.target.transport == "http":
+            return stream  # its read stream ends only when the session closes it
+        return _EndNoticed(stream, self._stream_ended)
+
+    def _stream_ended(self) -> None:
+        """A stdio server exited (or closed stdout); an SSE server closed its stream."""
+        self._end(self._exited() if self.target.transport == "stdio" else None)
+
+    def _event_hooks(self) -> dict[str, list[Callable[[Any], Awaitable[None]]]]:
+        return {**super()._event_hooks(), "request": [self._on_request]}
+
+    async def _on_request(self, request: httpx2.Request) -> None:
+        """Streams are quiet until something changes: no read timeout for them, and only for them."""
+        if request.method == "GET" or request.headers.get("mcp-method") == "subscriptions/listen":
+            timeouts = {**request.extensions.get("timeout", {}), "read": None}
+            request.extensions = {**request.extensions, "timeout": timeouts}
+
+    async def _on_response(self, response: httpx2.Response) -> None:
+        await super()._on_response(response)
+        if self.target.transport != "http":
+            return
+        if response.request.method == "POST" and "mcp-session-id" in response.headers:
+            self.session_id_seen = True
+        elif response.request.method == "GET" and not self.ended and not response.has_redirect_location:
+            self._on_get_stream(response)  # a redirect the SDK follows is answered by another response
+
+    def _on_get_stream(self, response: httpx2.Response) -> None:
+        status = f"HTTP {response.status_code} {response.reason_phrase}".strip()
+        content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if response.status_code == 405:
+            self._end(PollError("protocol", f"server offers no GET stream for notifications ({status})"))
+        elif response.status_code >= 400:
+            self._end(
+                PollError(
+                    "server-error", f"{self._where()} answered the notification stream (GET) with {status}"
+                )
+            )
+        elif content_type != "text/event-stream":
+            self._end(
+                PollError(
+                    "protocol",
+                    f"the notification stream (GET) is {_clip(content_type)!r}, not text/event-stream",
+                )
+            )
+        else:
+            assert isinstance(response.stream, httpx2.AsyncByteStream)
+            response.stream = _NoticedBody(response.stream, self._get_stream_ended)
+            self.channel_open.set()
+
+    def _get_stream_ended(self, error: Exception | None, abandoned: bool) -> None:
+        where = self._where()
+        if abandoned:
+            reason = f"an event over {self.limits.max_bytes} bytes, or not SSE"
+            self._end(
+                PollError("protocol", f"the client gave up the notification stream from {where} ({reason})")
+            )
+        elif error is not None:
+            self._end(PollError("connect", f"the notification stream (GET) from {where} dropped: {error}"))
+        else:
+            self._end(None)
+
+    def _where(self) -> str:
+        return _display_url(self.target.url) if self.target.url else repr(self.target.command)
+
+
+class _EndNoticed:
+    """A transport's read stream that reports its end: how a session learns its stdio server exited."""
+
+    def __init__(self, stream: ReadStream[SessionMessage | Exception], on_end: Callable[[], None]) -> None:
+        self._stream = stream
+        self._on_end = on_end
+
+    @property
+    def last_context(self) -> Any:
+        """The sender's contextvars, which the dispatcher looks for on the stream it reads."""
+        return getattr(self._stream, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            return await self._stream.receive()
+        except anyio.EndOfStream:
+            self._on_end()
+            raise
+
+    def __aiter__(self) -> _EndNoticed:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> _EndNoticed:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+class _NoticedBody(httpx2.AsyncByteStream):
+    """An HTTP response body that reports how it ended: by the server, broken, or given up by the client."""
+
+    def __init__(
+        self, body: httpx2.AsyncByteStream, on_end: Callable[[Exception | None, bool], None]
+    ) -> None:
+        self._body = body
+        self._on_end = on_end
+        self._done = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._body:
+                yield chunk
+        except Exception as exc:
+            self._report(exc, abandoned=False)
+            raise
+        self._report(None, abandoned=False)
+
+    async def aclose(self) -> None:
+        self._report(None, abandoned=True)
+        await self._body.aclose()
+
+    def _report(self, error: Exception | None, *, abandoned: bool) -> None:
+        if not self._done:
+            self._done = True
+            self._on_end(error, abandoned)
 
 
 class _StderrTail:

@@ -115,6 +115,7 @@ class MonitorSettings(BaseSettings):
     session_grace: Duration = 300.0
     """How long a host session may hold an older listing than the server's before it is stale."""
     session_max_age: Duration = 8 * 3600.0
+    session_check_interval: Duration = 15.0
     session_expiry: Duration = 900.0
     """A host session that has not heart-beaten for this long is forgotten."""
     alert_min_severity: Severity = Severity.HIGH

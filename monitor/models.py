@@ -68,7 +68,11 @@ class Base(DeclarativeBase):
 
 
 class Server(Base):
-    """A registered MCP server and its current state; secrets (headers, env) are never stored here."""
+    """A registered MCP server and its current state.
+
+    Secrets from config files (headers, env) are never stored; only servers registered over the API
+    keep their headers here, because they are needed to poll, and no response ever returns them.
+    """
 
     __tablename__ = "servers"
 
@@ -115,6 +119,8 @@ class ToolDefinition(Base):
     fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
     name: Mapped[str] = mapped_column(Text)
     definition: Mapped[dict[str, Any]]
+
+    __table_args__ = (Index("ix_tool_definitions_name", "name"),)
 
 
 class Listing(Base):

@@ -110,6 +110,9 @@ class Scheduler:
         self.clock = AsyncIOScheduler(timezone=UTC)
         self.in_flight: dict[int, asyncio.Task[PollOutcome | None]] = {}
         self.targets: dict[int, Target] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._tick_lock = asyncio.Lock()
+        self._ticks: set[asyncio.Task[None]] = set()
         self._postgres = store.engine.dialect.name == "postgresql"
 
     def register(self, now: datetime) -> None:
@@ -126,14 +129,16 @@ class Scheduler:
         self.targets = {ids[server.name]: self.config.target(server) for server in self.config.servers}
 
     def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
         self.clock.add_job(self.tick, "interval", seconds=self.tick_seconds, max_instances=1, coalesce=True)
         self.clock.start()
 
     async def tick(self) -> None:
-        capacity = self.config.monitor.poll_concurrency - len(self.in_flight)
-        if capacity <= 0:
-            return
-        claimed = await asyncio.to_thread(self.claim, datetime.now(UTC), capacity)
+        async with self._tick_lock:  # the clock's ticks and notification ticks take turns
+            capacity = self.config.monitor.poll_concurrency - len(self.in_flight)
+            if capacity <= 0:
+                return
+            claimed = await asyncio.to_thread(self.claim, datetime.now(UTC), capacity)
         for server_id in claimed:
             target = self.targets.get(server_id) or await asyncio.to_thread(self._api_target, server_id)
             if target is None:
@@ -195,11 +200,19 @@ class Scheduler:
             )
 
     def poll_soon(self, server_id: int) -> None:
-        """Make a server due now (a list-changed notification arrived)."""
+        """Make a server due now and tick at once (a list-changed notification arrived); any thread."""
         with self.store.sessions.begin() as session:
             session.execute(
                 update(Server).where(Server.id == server_id).values(next_poll_at=datetime.now(UTC))
             )
+        loop = self.loop
+        if loop is not None:
+            loop.call_soon_threadsafe(self._tick_now)
+
+    def _tick_now(self) -> None:
+        task = asyncio.get_running_loop().create_task(self.tick())
+        self._ticks.add(task)  # held until done: the loop keeps only weak references to tasks
+        task.add_done_callback(self._ticks.discard)
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop claiming, let in-flight polls finish for `grace` seconds, abandon the rest, free leases."""

@@ -177,9 +177,12 @@ class Store:
                         transport=config.transport,
                     )
                     session.add(server)
+                server.origin = "config"  # a config file wins over an API registration of the name
+                server.headers = None
                 server.transport = config.transport
                 server.url = config.url
                 server.command = config.command
+                server.era = config.era
                 session.flush()
                 ids[config.name] = server.id
         return ids

@@ -29,10 +29,19 @@ def http_server(script: str, *args: str, transport: str = "http") -> Iterator[st
     for without sleeping and later output can never fill the pipe. stderr is inherited, so
     pytest shows it when a test fails.
     """
+    with http_server_process(script, *args, transport=transport) as (url, _):
+        yield url
+
+
+@contextmanager
+def http_server_process(
+    script: str, *args: str, transport: str = "http"
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`http_server`, also yielding the process, for tests that signal or kill it mid-session."""
     command = [*server_command(script, *args), "--transport", transport, "--port", "0"]
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
     try:
-        yield _wait_ready(process)
+        yield _wait_ready(process), process
     finally:
         process.kill()
         process.wait()

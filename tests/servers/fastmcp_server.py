@@ -12,7 +12,9 @@ transports stay the SDK's.
 TOOLS.json holds a JSON array of tool objects. `--list-changed advertise` claims
 `tools.listChanged` but never notifies; `notify` also sends `notifications/tools/list_changed`
 (and publishes to `subscriptions/listen` streams on 2026-07-28 connections) whenever the file
-changes. HTTP and SSE print `READY <url>` on stdout once listening.
+changes. With `notify`, SIGUSR1 ends every `subscriptions/listen` stream gracefully (its final
+result), as a server shutting down in order would. HTTP and SSE print `READY <url>` on stdout once
+listening.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,10 +30,12 @@ from typing import Any
 
 import anyio
 from _serve import serve_http
+from anyio.abc import TaskStatus
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.session import ServerSession
-from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp_types import SubscriptionsListenRequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 WATCH_INTERVAL = 0.05
@@ -39,16 +44,22 @@ WATCH_INTERVAL = 0.05
 class ToolsFromFile:
     """Server middleware that serves `tools/list` pages straight from the tools file."""
 
-    def __init__(self, path: Path, page_size: int, advertise_list_changed: bool) -> None:
+    def __init__(
+        self, path: Path, page_size: int, advertise_list_changed: bool, listen: ListenHandler | None = None
+    ) -> None:
         self.path = path
         self.page_size = page_size
         self.advertise_list_changed = advertise_list_changed
+        self.listen = listen
+        """Serves `subscriptions/listen` in place of MCPServer's own handler, so SIGUSR1 can close it."""
         self.sessions: list[ServerSession] = []
         """One session per handshake connection: its standalone channel outlives the request."""
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method == "tools/list" and ctx.request_id is not None:
             return self.page(ctx)
+        if ctx.method == "subscriptions/listen" and self.listen is not None:
+            return await self.listen(ctx, SubscriptionsListenRequestParams.model_validate(ctx.params or {}))
         result = await call_next(ctx)
         if ctx.method == "initialize" and isinstance(result, dict):
             self.sessions.append(ctx.session)
@@ -71,14 +82,18 @@ class ToolsFromFile:
 
 def build(args: argparse.Namespace) -> MCPServer[Any]:
     path = Path(args.tools_file)
-    tools = ToolsFromFile(path, args.page_size, advertise_list_changed=args.list_changed != "off")
     bus = InMemorySubscriptionBus()
+    listen = ListenHandler(bus) if args.list_changed == "notify" else None
+    tools = ToolsFromFile(
+        path, args.page_size, advertise_list_changed=args.list_changed != "off", listen=listen
+    )
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
         async with anyio.create_task_group() as tg:
-            if args.list_changed == "notify":
+            if listen is not None:
                 tg.start_soon(watch, path, tools, bus)
+                await tg.start(close_on_sigusr1, listen)
             yield
             tg.cancel_scope.cancel()
 
@@ -110,6 +125,14 @@ async def watch(path: Path, tools: ToolsFromFile, bus: InMemorySubscriptionBus) 
         for session in tools.sessions:
             await session.send_tool_list_changed()
         await bus.publish(ToolsListChanged())
+
+
+async def close_on_sigusr1(listen: ListenHandler, *, task_status: TaskStatus[None]) -> None:
+    """Started (not just scheduled), so the handler is in place before any client can be ready."""
+    with anyio.open_signal_receiver(signal.SIGUSR1) as signals:
+        task_status.started()
+        async for _ in signals:
+            listen.close()
 
 
 def main() -> None:

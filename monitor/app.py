@@ -1,0 +1,179 @@
+"""The web app factory: the JSON API, the dashboard, static files and the headers every response gets.
+
+`drift-monitor serve` builds the Store and runs `create_app(store, config, poll_now=...)` with
+uvicorn; tests call it directly. The API token is read once here from the environment variable
+named by `config.monitor.api_token_env`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.staticfiles import StaticFiles
+from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import RedirectResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+import monitor
+from monitor import api, pages
+from monitor.alerts import Alerting
+from monitor.config import Config
+from monitor.store import PollOutcome, Store
+
+WEB = Path(monitor.__file__).resolve().parent.parent / "web"
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+"""No script at all, no inline style: listings are hostile text, so nothing on a page may run."""
+
+SECURITY_HEADERS = (
+    ("content-security-policy", CONTENT_SECURITY_POLICY),
+    ("x-content-type-options", "nosniff"),
+    ("x-frame-options", "DENY"),
+    ("referrer-policy", "same-origin"),
+    ("cross-origin-opener-policy", "same-origin"),
+    ("permissions-policy", "camera=(), microphone=(), geolocation=()"),
+)
+
+
+class SecurityHeaders:
+    """Adds the CSP and friends to every response, error pages and static files included."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        static = str(scope.get("path", "")).startswith("/static/")
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS:
+                    headers[name] = value
+                if "cache-control" not in headers:
+                    headers["cache-control"] = "public, max-age=3600" if static else "no-store"
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _wants_json(request: Request) -> bool:
+    path = request.url.path
+    return path.startswith("/api/") or path in ("/healthz", "/metrics")
+
+
+def _validation_detail(exc: RequestValidationError) -> tuple[str, list[dict[str, Any]]]:
+    """Each problem as `where: what`, without echoing the input (a body may carry header secrets)."""
+    items = []
+    for error in exc.errors():
+        loc = [part if isinstance(part, int) else str(part) for part in error.get("loc", ())]
+        message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+        if error.get("type") == "string_pattern_mismatch":
+            fields = [str(part) for part in loc if isinstance(part, str)]
+            for name in reversed(fields[:3]):
+                if name in api.PATTERN_MESSAGES:
+                    message = api.PATTERN_MESSAGES[name]
+                    break
+        items.append({"loc": loc, "msg": message, "type": str(error.get("type", "value_error"))})
+    detail = "; ".join(f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in items)
+    return detail or "the request is invalid", items
+
+
+def create_app(
+    store: Store,
+    config: Config,
+    *,
+    poll_now: Callable[[str], Awaitable[PollOutcome]] | None = None,
+    alerting: Alerting | None = None,
+) -> FastAPI:
+    """The whole web layer over `store`.
+
+    `poll_now(name)` serves POST /servers/{name}/poll (503 when None). `alerting` is the policy that
+    closing a session resolves its alerts with; pass the service's own so its deliverer is woken
+    (default: one built from `config`).
+    """
+    token = (os.environ.get(config.monitor.api_token_env) or "").strip() or None
+    web = api.WebContext(
+        store=store,
+        config=config,
+        token=token,
+        poll_now=poll_now,
+        clock=lambda: datetime.now(UTC),
+        alerting=alerting or Alerting.from_config(config),
+    )
+    app = FastAPI(
+        title="drift-monitor",
+        version=monitor.__dict__.get("__version__", "0.1.0"),
+        description="Versioned history of what MCP servers claim about their tools, the findings "
+        "between versions, alerts and host sessions. Times are ISO 8601 in UTC. Lists are paged "
+        "with `limit` and `before` (pass the previous page's `next_before`).",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        default_response_class=api.ApiJSONResponse,
+    )
+    app.state.web = web
+    app.state.templates = pages.make_environment(WEB / "templates")
+    app.state.metrics = api.metrics_registry(web)
+    app.state.static_version = _static_version(WEB / "static")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if _wants_json(request):
+            return api.ApiJSONResponse({"detail": str(exc.detail)}, exc.status_code, headers=exc.headers)
+        return pages.error_page(request, exc.status_code, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> Response:
+        detail, items = _validation_detail(exc)
+        if _wants_json(request):
+            return api.ApiJSONResponse({"detail": detail, "errors": items}, 422)
+        return pages.error_page(request, 422, detail)
+
+    @app.exception_handler(pages.LoginRequired)
+    async def login_required(request: Request, exc: pages.LoginRequired) -> Response:
+        return RedirectResponse("/login?" + urlencode({"next": exc.next_path}), status_code=303)
+
+    @app.exception_handler(Exception)
+    async def crashed(request: Request, exc: Exception) -> Response:
+        headers = dict(SECURITY_HEADERS)
+        if _wants_json(request):
+            return api.ApiJSONResponse({"detail": "internal error"}, 500, headers=headers)
+        return Response("internal error", 500, media_type="text/plain", headers=headers)
+
+    @app.get("/api/v1/openapi.json", include_in_schema=False, dependencies=[Depends(api.require_read)])
+    def openapi() -> Response:
+        return api.ApiJSONResponse(app.openapi())
+
+    app.include_router(api.public)
+    app.include_router(api.router)
+    app.include_router(api.metrics_router)
+    app.include_router(pages.open_router)
+    app.include_router(pages.router)
+    app.mount("/static", StaticFiles(directory=WEB / "static"), name="static")
+    app.add_middleware(SecurityHeaders)
+    return app
+
+
+def _static_version(folder: Path) -> str:
+    """A short hash of the static files, appended to their URLs so browsers fetch new ones."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:10]

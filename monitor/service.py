@@ -1,0 +1,137 @@
+"""`drift-monitor serve`: the scheduler, alert delivery, watch sessions and the web app in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+
+import uvicorn
+
+from monitor import sessions
+from monitor.alerts import Alerting
+from monitor.app import create_app
+from monitor.config import Config
+from monitor.poller import Job, Poller
+from monitor.scheduler import LeaseRelease, Scheduler, instance_id, lock_sqlite
+from monitor.store import PollOutcome, Store, check_schema, make_engine
+from monitor.watch import SilentChangeCheck, WatchManager
+from monitor.webhooks import Deliverer
+
+log = logging.getLogger("drift_monitor.service")
+
+
+class _QuietServer(uvicorn.Server):
+    """uvicorn without its own signal handling: the service owns SIGTERM and shuts down in order."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):  # type: ignore[no-untyped-def]
+        yield
+
+
+async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], None] | None = None) -> None:
+    """Run until SIGTERM or SIGINT, then stop claiming polls, finish or abandon them, and exit."""
+    lock = lock_sqlite(config.monitor.database_url)
+    engine = make_engine(config.monitor.database_url)
+    try:
+        check_schema(engine)
+        owner = instance_id()
+        alerting = Alerting.from_config(config)
+        watch_check = SilentChangeCheck(alerting)
+        store = Store(
+            engine,
+            attempts_kept=config.monitor.attempts_kept,
+            unreachable_after=config.monitor.unreachable_after,
+            hooks=[LeaseRelease(owner), alerting, watch_check],
+        )
+        deliverer = Deliverer.from_config(store, config, owner)
+        alerting.on_enqueue = deliverer.notify
+        poller = Poller(store, config)
+        scheduler = Scheduler(store, poller, config, owner)
+        scheduler.register(datetime.now(UTC))
+        watch = WatchManager(store, scheduler)
+        app = create_app(store, config, poll_now=_poll_now(poller, scheduler), alerting=alerting)
+        server = _QuietServer(uvicorn.Config(app, host=host, port=port, log_level="info", lifespan="on"))
+
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+
+        listener = _listen(host, port)
+        bound = listener.getsockname()[1]
+        background = [
+            asyncio.create_task(server.serve(sockets=[listener]), name="web"),
+            asyncio.create_task(deliverer.run(stop), name="deliveries"),
+            asyncio.create_task(watch.run(stop), name="watch"),
+            asyncio.create_task(_check_sessions_forever(store, config, alerting, stop), name="sessions"),
+        ]
+        scheduler.start()
+        url = f"http://{host}:{bound}"
+        log.info("drift-monitor %s serving on %s", owner, url)
+        if ready is not None:
+            ready(url)
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait([stopped, *background], return_when=asyncio.FIRST_COMPLETED)
+        stop.set()
+        log.info("shutting down: finishing in-flight polls")
+        await scheduler.stop()
+        server.should_exit = True
+        await asyncio.gather(*background, return_exceptions=True)
+        poller.close()
+    finally:
+        engine.dispose()
+        if lock is not None:
+            lock.close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind before serving, so the address (even for port 0) is known and connections queue at once."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((host, port))
+    listener.listen(512)
+    return listener
+
+
+def _poll_now(poller: Poller, scheduler: Scheduler) -> Callable[[str], Awaitable[PollOutcome]]:
+    async def poll_now(name: str) -> PollOutcome:
+        server_id = await asyncio.to_thread(poller.store.server_id, name)
+        if server_id is None:
+            raise KeyError(name)
+        target = scheduler.targets.get(server_id) or await asyncio.to_thread(scheduler._api_target, server_id)
+        if target is None:
+            raise KeyError(name)
+        return await poller.poll_one(Job(server_id, target, poller.config.monitor.limits()))
+
+    return poll_now
+
+
+async def _check_sessions_forever(
+    store: Store, config: Config, alerting: Alerting, stop: asyncio.Event
+) -> None:
+    settings = config.monitor
+
+    def check() -> None:
+        with store.sessions.begin() as session:
+            sessions.check_sessions(
+                session,
+                now=datetime.now(UTC),
+                grace=timedelta(seconds=settings.session_grace),
+                max_age=timedelta(seconds=settings.session_max_age),
+                expiry=timedelta(seconds=settings.session_expiry),
+                policy=alerting,
+            )
+
+    while not stop.is_set():
+        try:
+            await asyncio.to_thread(check)
+        except Exception:
+            log.exception("checking host sessions failed")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), settings.session_check_interval)

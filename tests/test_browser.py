@@ -1,0 +1,186 @@
+"""The dashboard in real headless Chromium: sign in, read the overview, open a diff, acknowledge an alert.
+
+The app runs under uvicorn on 127.0.0.1 (a kernel-chosen port) in a thread of this process and is
+stopped at the end. Screenshots go to test-artifacts/ (git-ignored); with
+DRIFT_MONITOR_UPDATE_SCREENSHOTS=1 the overview and a diff are also copied to docs/screenshots/.
+Skips when Playwright for Python or Chromium (Debian's, or $DRIFT_MONITOR_CHROMIUM) is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_api import T0, TOKEN, World, make_app, populate, record, tool
+
+from monitor.config import ServerConfig
+from monitor.store import Store, make_engine, migrate
+
+CHROMIUM = Path(os.environ.get("DRIFT_MONITOR_CHROMIUM", "/usr/bin/chromium"))  # Debian's package
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+)
+
+
+def add_fleet(store: Store) -> None:
+    """A few more servers, so the overview looks like a small fleet."""
+    configs = [
+        ServerConfig(name="github", transport="http", url="https://mcp.github.example/mcp"),
+        ServerConfig(name="postgres-ro", transport="stdio", command="mcp-postgres"),
+        ServerConfig(name="slack", transport="sse", url="https://slack.example/sse"),
+        ServerConfig(name="tickets", transport="http", url="https://tickets.example/mcp"),
+    ]
+    ids = store.sync_servers(configs, T0)
+    base = [
+        tool("list_issues", "List issues of a repository.", annotations={"readOnlyHint": True}),
+        tool("create_issue", "Open an issue.", annotations={"readOnlyHint": False, "destructiveHint": False}),
+    ]
+    record(store, ids["github"], base, T0)
+    record(store, ids["github"], [*base, tool("merge_pr", "Merge a pull request.")], T0 + timedelta(hours=2))
+    record(
+        store,
+        ids["postgres-ro"],
+        [tool("query", "Run a read-only SQL query.", annotations={"readOnlyHint": True})],
+        T0,
+    )
+    record(
+        store,
+        ids["slack"],
+        [tool("post_message", "Post to a channel.", annotations={"openWorldHint": True})],
+        T0,
+    )
+    at = T0 + timedelta(hours=4)
+    store.record_failure(ids["tickets"], "timeout", "no answer within 30 s", started_at=at, finished_at=at)
+
+
+@pytest.fixture
+def live_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, World]]:
+    import uvicorn
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'browser.db'}")
+    migrate(engine)
+    store = Store(engine)
+    world = populate(store)
+    add_fleet(store)
+    app = make_app(store, monkeypatch)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)  # connections queue here until uvicorn accepts: no need to wait for it
+    port = listener.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, name="uvicorn", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}", world
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        listener.close()
+        engine.dispose()
+    assert not thread.is_alive(), "uvicorn did not stop"
+
+
+@pytest.fixture
+def page(live_server: tuple[str, World]) -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1440, "height": 900}, base_url=live_server[0])
+            page = context.new_page()
+            page.set_default_timeout(15_000)
+            problems: list[str] = []
+            page.on(
+                "console", lambda message: problems.append(message.text) if message.type == "error" else None
+            )
+            page.on("pageerror", lambda error: problems.append(str(error)))
+            page.problems = problems
+            yield page
+        finally:
+            browser.close()
+
+
+def shoot(page: Any, name: str, *, publish: bool = False) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    if publish and os.environ.get("DRIFT_MONITOR_UPDATE_SCREENSHOTS") == "1":
+        target = ROOT / "docs" / "screenshots"
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target / f"{name}.png")
+    return path
+
+
+def test_sign_in_overview_diff_and_acknowledge(page: Any, live_server: tuple[str, World]) -> None:
+    base, world = live_server
+    page.goto("/alerts")
+    assert page.url.startswith(f"{base}/login?next=")
+    page.get_by_label("API token").fill(TOKEN)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{base}/alerts")
+
+    page.goto("/")
+    page.get_by_role("heading", name="Overview").wait_for()
+    servers = page.get_by_role("table").first
+    assert servers.get_by_role("row").count() == 1 + 6
+    assert page.locator(".status-failing").first.is_visible()
+    first_row = servers.get_by_role("row").nth(1)
+    assert "search" in first_row.inner_text()  # the server with a critical alert sorts first
+    shoot(page, "overview", publish=True)
+
+    page.get_by_role("link", name="search", exact=True).first.click()
+    page.get_by_role("heading", name="Current tools (v4, 4)").wait_for()
+    marks = page.locator("mark.hidden-char")
+    assert marks.count() >= 5 and marks.first.is_visible()
+    shoot(page, "server")
+    page.get_by_role("link", name="diff v1 → v2").click()
+    page.get_by_role("heading", name="search: v1 → v2").wait_for()
+    critical = page.locator(".sev-critical").first
+    assert critical.inner_text().lower() == "critical"  # the label is text, not only colour
+    assert page.locator("del").count() >= 1 and page.locator("ins").count() >= 1
+    shoot(page, "diff", publish=True)
+
+    page.goto("/servers/search/diff?from=2&to=3")
+    page.locator("text=U+202E").first.wait_for()
+    assert page.evaluate("() => document.querySelectorAll('script, img[onerror]').length") == 0
+    assert page.evaluate("() => window.__xss === undefined")
+    shoot(page, "diff-hidden-text")
+
+    page.goto("/servers/search/tools/export")
+    page.get_by_role("heading", name="Tool export on search").wait_for()
+    assert page.locator(".history > li").count() == 3
+    shoot(page, "tool-history")
+
+    page.goto("/alerts")
+    alert_id = world.alert_ids["open:read-only-revoked"]
+    page.get_by_role("button", name=f"Acknowledge alert {alert_id}").click()
+    page.get_by_role("status").wait_for()
+    assert f"Alert {alert_id} acknowledged" in page.get_by_role("status").inner_text()
+    page.goto("/alerts?state=acknowledged")
+    assert page.get_by_role("cell", name=str(alert_id), exact=True).count() == 1
+    shoot(page, "alerts")
+
+    page.goto("/at?server=search&time=2026-03-01T13:10:00")
+    page.get_by_role("heading", name="search at 2026-03-01 13:10:00 UTC: v2").wait_for()
+    shoot(page, "point-in-time")
+    assert page.problems == [], page.problems  # no script errors, no CSP violations

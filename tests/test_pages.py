@@ -1,0 +1,438 @@
+"""The dashboard: every page renders hostile listings inert and visible, forms need CSRF, pages need sign-in.
+
+Tool names, titles and descriptions are attacker-controlled, so each page is parsed and checked
+for any element, attribute or raw invisible character a hostile server could have smuggled in.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from html.parser import HTMLParser
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from fastapi.testclient import TestClient
+from httpx import Response
+from sqlalchemy import select
+from test_api import (
+    AUTH,
+    HOSTILE_IMG,
+    HOSTILE_SCRIPT,
+    T0,
+    TOKEN,
+    TOKEN_ENV,
+    World,
+    make_app,
+    populate,
+)
+
+from monitor import sessions
+from monitor.app import CONTENT_SECURITY_POLICY
+from monitor.models import Alert
+from monitor.pages import SESSION_SECONDS, session_cookie_value
+from monitor.store import Store
+
+RAW_HIDDEN = ("\u202e", "\u202c", "\U000e0041", "\U000e0042", "\u200b")
+
+
+class PageAudit(HTMLParser):
+    """Collects what a hostile string could turn into: elements, handlers, URLs, marks in attributes."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.problems: list[str] = []
+        self.marks: list[str] = []
+        self._in_mark = False
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        if tag in ("script", "img", "iframe", "object", "embed", "svg", "math", "base", "meta") and not (
+            tag == "meta" and {"charset", "name"} & {k for k, _ in attrs}
+        ):
+            self.problems.append(f"<{tag}> element")
+        for name, value in attrs:
+            if name.startswith("on"):
+                self.problems.append(f"{name}= handler on <{tag}>")
+            if name == "style":
+                self.problems.append(f"inline style on <{tag}>")
+            if value and ("<mark" in value or "<script" in value.lower()):
+                self.problems.append(f"markup inside {name}= of <{tag}>: {value!r}")
+            if (
+                name in ("href", "src", "action")
+                and value
+                and re.match(r"\s*(javascript|data):", value, re.I)
+            ):
+                self.problems.append(f"{name}={value!r}")
+        self._in_mark = tag == "mark"
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "mark":
+            self._in_mark = False
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+        if self._in_mark:
+            self.marks.append(data)
+
+
+def audit(response: Response) -> PageAudit:
+    assert response.status_code == 200, (response.url, response.status_code, response.text[:500])
+    assert response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["content-type"].startswith("text/html")
+    html = response.text
+    for char in RAW_HIDDEN:
+        assert char not in html, (response.url, f"raw U+{ord(char):04X}")
+    assert HOSTILE_SCRIPT not in html and "<img" not in html
+    parser = PageAudit()
+    parser.feed(html)
+    assert parser.problems == [], (response.url, parser.problems)
+    return parser
+
+
+@pytest.fixture
+def world(store: Store) -> World:
+    world = populate(store)
+    with store.sessions.begin() as session:
+        sessions.register_session(
+            session,
+            server="search",
+            session_id=HOSTILE_SCRIPT,
+            client=HOSTILE_IMG + "\u202e",
+            connected_at=T0,
+            fingerprint=world.fingerprints[0],
+            tools=None,
+            now=T0,
+        )
+    return world
+
+
+@pytest.fixture
+def client(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+    with TestClient(make_app(world.store, monkeypatch), headers=AUTH, follow_redirects=False) as test_client:
+        yield test_client
+
+
+def page_paths() -> list[str]:
+    hostile = quote(HOSTILE_SCRIPT, safe="")
+    return [
+        "/",
+        "/?min_severity=high",
+        "/servers/search",
+        "/servers/files",
+        "/servers/search/diff",
+        "/servers/search/diff?from=1&to=2",
+        "/servers/search/diff?from=2&to=3",
+        "/servers/search/diff?from=1&to=4",
+        "/servers/search/diff?from=4&to=1",
+        "/servers/search/tools/lookup",
+        "/servers/search/tools/export",
+        "/servers/search/tools/purge",
+        f"/servers/search/tools/{hostile}",
+        "/alerts",
+        "/alerts?state=acknowledged",
+        "/alerts?state=resolved",
+        "/alerts?state=all",
+        "/sessions",
+        "/sessions?stale=1",
+        "/at",
+        "/at?server=search&time=2026-03-01T14:30",
+        "/at?server=search&time=2026-03-01T11:00:00Z",
+        "/login",
+    ]
+
+
+def test_every_page_renders_hostile_text_inert_and_visible(client: TestClient) -> None:
+    marked: set[str] = set()
+    for path in page_paths():
+        page = audit(client.get(path))
+        marked.update(page.marks)
+    assert {"U+202E", "U+202C", "U+E0041", "U+E0042", "U+200B"} <= marked
+
+
+def test_hidden_characters_are_marked_where_the_description_is_shown(client: TestClient) -> None:
+    html = client.get("/servers/search").text
+    assert '<mark class="hidden-char" title="U+202E RIGHT-TO-LEFT OVERRIDE' in html
+    assert ">U+E0041</mark>" in html and ">U+200B</mark>" in html
+    assert "TRAP" in html  # the text between the controls is kept, just not reordered
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&#34;&gt;&lt;img src=x onerror=alert(1)&gt;" in html
+    tool_page = client.get(f"/servers/search/tools/{quote(HOSTILE_SCRIPT, safe='')}")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in tool_page.text
+    # in attributes the characters are spelled out as text, never as markup
+    assert 'title="&lt;script&gt;' not in html
+    sessions_page = client.get("/sessions").text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in sessions_page and ">U+202E</mark>" in sessions_page
+
+
+def test_diff_page_shows_findings_hints_word_diff_and_schema(client: TestClient) -> None:
+    html = client.get("/servers/search/diff?from=1&to=2").text
+    assert "v1 → v2" in html
+    assert "findings as recorded" not in html and "as recorded when the change was detected" in html
+    # severity as a coloured label with the word in it
+    assert '<span class="sev sev-critical">critical</span>' in html
+    assert "read-only-revoked" in html and "required-argument-added" in html
+    assert "<del>" in html and "<ins>" in html and "update its access time" in html
+    assert "inputSchema changes" in html and "<code>required</code>" in html
+    assert "effective value changed" in html
+    assert "(default)" in html  # lookup's destructiveHint now reads as the default
+    computed = client.get("/servers/search/diff?from=1&to=4").text
+    assert "computed now by the diff engine" in computed and "tool-removed" in computed
+    assert "hidden-text-in-description" in computed or "New tool" in computed
+
+
+def test_server_page_shows_versions_and_declared_versus_default_hints(client: TestClient) -> None:
+    html = client.get("/servers/search").text
+    for version in ("v1", "v2", "v3", "v4"):
+        assert f'<th scope="row">{version}</th>' in html
+    assert 'class="hint hint-default hint-yes"' in html  # purge: destructive by default
+    assert "read-only: yes" in html and "destructive: n/a" in html
+    files = client.get("/servers/files").text
+    assert "failing" in files and "connection refused" in files
+
+
+def test_point_in_time_page(client: TestClient) -> None:
+    html = client.get("/at?server=search&time=2026-03-01T13:10:00Z").text
+    assert "v2" in html and "In force since" in html and "lookup" in html
+    gap = client.get("/at?server=search&time=2026-03-01T13:45").text
+    assert "uncertain" in gap
+    before = client.get("/at?server=search&time=2026-03-01T11:00").text
+    assert "had no recorded listing at that time" in before
+    assert client.get("/at?server=search&time=yesterday").status_code == 422
+    assert client.get("/at?server=nope&time=2026-03-01T12:00").status_code == 404
+
+
+def test_errors_are_html_pages(client: TestClient) -> None:
+    missing = client.get("/servers/nope")
+    assert missing.status_code == 404 and "no server named" in missing.text and "<h1>404" in missing.text
+    assert missing.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+    assert client.get("/?min_severity=huge").status_code == 422
+    assert client.get("/servers/search/diff?from=1&to=99").status_code == 404
+    assert client.get("/servers/search/diff?from=x").status_code == 422
+    assert client.get("/nowhere").status_code == 404
+    api_missing = client.get("/api/v1/nowhere")
+    assert api_missing.status_code == 404 and api_missing.json() == {"detail": "Not Found"}
+
+
+def test_security_headers_on_every_kind_of_response(client: TestClient) -> None:
+    for path in ("/", "/static/style.css", "/api/v1/servers", "/healthz", "/metrics", "/nowhere"):
+        response = client.get(path)
+        assert response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY, path
+        assert response.headers["x-frame-options"] == "DENY", path
+    assert "script-src" not in CONTENT_SECURITY_POLICY and "default-src 'none'" in CONTENT_SECURITY_POLICY
+    assert client.get("/").headers["cache-control"] == "no-store"
+    assert "max-age" in client.get("/static/style.css").headers["cache-control"]
+
+
+def test_templates_use_no_safe_filter_and_no_inline_script() -> None:
+    from monitor.app import WEB
+
+    for template in (WEB / "templates").glob("*.html"):
+        text = template.read_text()
+        assert "|safe" not in text.replace(" ", ""), template
+        assert "<script" not in text and "style=" not in text, template
+        assert "autoescape false" not in text, template
+
+
+# --- sign-in and CSRF ------------------------------------------------------------------------
+
+
+def csrf_of(response: Response) -> str:
+    match = re.search(r'name="csrf_token" value="([^"]+)"', response.text)
+    assert match, response.text[:300]
+    return match.group(1)
+
+
+def open_alert(world: World) -> int:
+    return world.alert_ids["open:read-only-revoked"]
+
+
+def alert_state(world: World, alert_id: int) -> str:
+    with world.store.sessions() as session:
+        state = session.scalar(select(Alert.state).where(Alert.id == alert_id))
+    assert state is not None
+    return state
+
+
+@pytest.fixture
+def browser(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+    """A client without the bearer header: it has to sign in like a person."""
+    with TestClient(make_app(world.store, monkeypatch), follow_redirects=False) as test_client:
+        yield test_client
+
+
+def sign_in(browser: TestClient) -> None:
+    login = browser.get("/login?next=/alerts")
+    response = browser.post("/login", data={"csrf_token": csrf_of(login), "token": TOKEN, "next": "/alerts"})
+    assert response.status_code == 303 and response.headers["location"] == "/alerts"
+    cookie = response.headers["set-cookie"]
+    assert "dm_session=" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert TOKEN not in cookie
+
+
+def test_pages_need_a_sign_in_when_a_token_is_configured(browser: TestClient) -> None:
+    redirect = browser.get("/alerts?state=open")
+    assert redirect.status_code == 303
+    assert redirect.headers["location"] == "/login?next=%2Falerts%3Fstate%3Dopen"
+    assert browser.get("/static/style.css").status_code == 200
+    assert browser.get("/login").status_code == 200
+    browser.cookies.set("dm_session", "9999999999.deadbeef")
+    assert browser.get("/").status_code == 303  # forged
+    web = browser.app.state.web  # type: ignore[attr-defined]
+    browser.cookies.set("dm_session", session_cookie_value(web, time.time() - SESSION_SECONDS - 1))
+    assert browser.get("/").status_code == 303  # signed, but expired
+    browser.cookies.set("dm_session", session_cookie_value(web, time.time()))
+    assert browser.get("/").status_code == 200
+    browser.cookies.delete("dm_session")
+    assert browser.get("/", headers=AUTH).status_code == 200  # the bearer token works for pages too
+
+
+def test_login_checks_csrf_and_the_token(browser: TestClient) -> None:
+    login = browser.get("/login")
+    assert "dm_csrf=" in login.headers["set-cookie"] and "SameSite=strict" in login.headers["set-cookie"]
+    token = csrf_of(login)
+    assert browser.post("/login", data={"token": TOKEN}).status_code == 403  # no CSRF field
+    assert browser.post("/login", data={"csrf_token": "x.y", "token": TOKEN}).status_code == 403
+    wrong = browser.post("/login", data={"csrf_token": token, "token": "guess"})
+    assert wrong.status_code == 401 and "not the configured API token" in wrong.text
+    assert "dm_session" not in wrong.headers.get("set-cookie", "")
+    offsite = browser.post("/login", data={"csrf_token": token, "token": TOKEN, "next": "//evil.example/"})
+    assert offsite.status_code == 303 and offsite.headers["location"] == "/"
+
+
+def test_acknowledge_from_the_alerts_page(browser: TestClient, world: World) -> None:
+    sign_in(browser)
+    page = browser.get("/alerts")
+    assert page.status_code == 200 and "Acknowledge" in page.text
+    token = csrf_of(page)
+    alert_id = open_alert(world)
+
+    missing = browser.post(f"/alerts/{alert_id}/ack", data={"next": "/alerts"})
+    assert missing.status_code == 403 and "CSRF" in missing.text
+    mismatched = browser.post(f"/alerts/{alert_id}/ack", data={"csrf_token": token + "x"})
+    assert mismatched.status_code == 403
+    cross = browser.post(
+        f"/alerts/{alert_id}/ack", data={"csrf_token": token}, headers={"Origin": "https://evil.example"}
+    )
+    assert cross.status_code == 403 and "another origin" in cross.text
+    fetch_site = browser.post(
+        f"/alerts/{alert_id}/ack", data={"csrf_token": token}, headers={"Sec-Fetch-Site": "cross-site"}
+    )
+    assert fetch_site.status_code == 403
+    assert alert_state(world, alert_id) == "open"
+
+    done = browser.post(
+        f"/alerts/{alert_id}/ack",
+        data={"csrf_token": token, "next": "/alerts?state=open"},
+        headers={"Origin": "http://testserver"},
+    )
+    assert done.status_code == 303 and done.headers["location"] == f"/alerts?state=open&done={alert_id}"
+    assert alert_state(world, alert_id) == "acknowledged"
+    after = browser.get(done.headers["location"])
+    assert f"Alert {alert_id} acknowledged" in after.text
+    assert browser.post("/alerts/999999/ack", data={"csrf_token": token}).status_code == 404
+
+    signed_out = browser.post("/logout", data={"csrf_token": token})
+    assert signed_out.status_code == 303
+    assert browser.get("/alerts").status_code == 303
+
+
+def test_a_csrf_cookie_from_another_key_is_refused(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CSRF token is signed with a key from the API token: one planted by a sibling domain fails."""
+    with TestClient(make_app(world.store, monkeypatch), follow_redirects=False) as browser:
+        sign_in(browser)
+        browser.cookies.delete("dm_csrf")
+        browser.cookies.set("dm_csrf", "planted.0000")
+        response = browser.post(f"/alerts/{open_alert(world)}/ack", data={"csrf_token": "planted.0000"})
+        assert response.status_code == 403 and "not valid" in response.text
+        assert alert_state(world, open_alert(world)) == "open"
+
+
+def test_without_a_token_the_dashboard_is_read_only(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    with TestClient(make_app(world.store, monkeypatch, token=None), follow_redirects=False) as browser:
+        page = browser.get("/alerts")
+        assert page.status_code == 200
+        assert "Acknowledging needs an API token" in page.text and TOKEN_ENV in page.text
+        assert 'action="/alerts/' not in page.text
+        assert 'name="token"' not in browser.get("/login").text  # nothing to sign in with
+        browser.cookies.set("dm_csrf", "x")
+        forced = browser.post(f"/alerts/{open_alert(world)}/ack", data={"csrf_token": "x"})
+        assert forced.status_code == 403
+        assert alert_state(world, open_alert(world)) == "open"
+
+
+def test_sessions_page_lists_stale_sessions_first(client: TestClient, world: World) -> None:
+    client.app.state.web.clock = lambda: T0 + timedelta(hours=5)  # type: ignore[attr-defined]
+    html = client.get("/sessions").text
+    assert "stale" in html and "&lt;script&gt;" in html
+
+
+def test_large_forms_are_refused(browser: TestClient) -> None:
+    login = browser.get("/login")
+    response = browser.post("/login", data={"csrf_token": csrf_of(login), "token": "x" * 20_000})
+    assert response.status_code == 403 and "too large" in response.text
+
+
+def test_pages_survive_odd_listings(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Descriptions that are not strings, annotations that are not objects, hints that are strings."""
+    from test_api import record
+
+    from monitor.config import ServerConfig
+
+    (server_id,) = store.sync_servers(
+        [ServerConfig(name="odd", transport="http", url="https://o.example/")], T0
+    ).values()
+    odd: list[dict[str, Any]] = [
+        {"name": "a", "description": {"text": "object"}, "annotations": "yes"},
+        {"name": "b", "description": 5, "annotations": {"readOnlyHint": "true", "title": 7}, "title": None},
+        {"name": "c/../d?x#y", "inputSchema": [1, 2], "outputSchema": {"type": "object"}},
+    ]
+    changed = [
+        {"name": "a", "description": "now text\r\nwith CRLF", "annotations": {"readOnlyHint": True}},
+        {"name": "b", "description": None, "annotations": None, "x-vendor": {"rev": 2}},
+        {"name": "c/../d?x#y", "inputSchema": {"type": "object"}},
+    ]
+    record(store, server_id, odd, T0)
+    record(store, server_id, changed, T0 + timedelta(hours=1))
+    with TestClient(make_app(store, monkeypatch), headers=AUTH) as client:
+        for path in (
+            "/",
+            "/servers/odd",
+            "/servers/odd/diff",
+            "/servers/odd/tools/a",
+            "/servers/odd/tools/b",
+            f"/servers/odd/tools/{quote('c/../d?x#y', safe='')}",
+            "/at?server=odd&time=2026-03-01T12:00Z",
+        ):
+            audit(client.get(path))
+        assert ">U+000D</mark>" in client.get("/servers/odd/diff").text
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/servers/a%00b",
+        "/servers/search/tools/a%00b",
+        "/servers/search/tools/%ED%A0%80",
+        "/servers/search/diff?from=99999999999&to=1",
+        "/servers/search/diff?from=-1",
+        "/servers/search?before=%00",
+        "/alerts?before=99999999999",
+        "/alerts?state=%00",
+        "/at?server=a%00&time=2026-03-01T12:00",
+        "/at?server=search&time=9999-12-31T23:59:59-23:59",
+        "/at?server=search&time=0001-01-01T00:00:00%2B23:59",
+        "/?min_severity=%00",
+        "/login?next=%0d%0aSet-Cookie:x=1",
+    ],
+)
+def test_odd_requests_never_crash_a_page(client: TestClient, path: str) -> None:
+    response = client.get(path)
+    assert response.status_code < 500, response.text[:300]
+    assert response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
