@@ -281,9 +281,11 @@ def test_delivery_survives_sigkill(tmp_path: Path, database_url: str) -> None:
             finally:
                 first.stop(signal.SIGKILL)
             receiver.start()
-            with service(config, env):
+            with service(config, env) as second:
                 opened = wait_event(receiver, lambda e: e["type"] == "alert.opened", timeout=30)
                 assert opened["alert"]["rule"] == "read-only-revoked"
-                assert receiver.delivered[next(iter(receiver.delivered))] == 1
+                assert second.stop() == 0
+            answered = [r.id for r in receiver.requests if r.status is not None and 200 <= r.status < 300]
+            assert len(answered) == len(set(answered)) == 1, "delivered exactly once"
     finally:
         receiver.stop()
