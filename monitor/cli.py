@@ -86,6 +86,27 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8000)
     serve.set_defaults(run=_run_serve)
 
+    prune = commands.add_parser(
+        "prune", help="delete old poll attempts and finished webhook deliveries (history is kept)"
+    )
+    _config_option(prune)
+    prune.add_argument(
+        "--older-than",
+        type=_prune_age,
+        default="30d",
+        metavar="DURATION",
+        help="delete records older than this (e.g. 30d, 12h; default 30d)",
+    )
+    prune.add_argument(
+        "--batch-size",
+        type=_prune_batch_size,
+        default=5000,
+        metavar="N",
+        help="rows deleted per transaction (default 5000)",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="count what would be deleted; change nothing")
+    prune.set_defaults(run=_run_prune)
+
     rules = commands.add_parser("rules", help="list every rule with its severity and meaning")
     rules.add_argument("--format", choices=("text", "markdown"), default="text")
     rules.set_defaults(run=_run_rules)
@@ -165,6 +186,69 @@ def _run_serve(args: argparse.Namespace) -> int:
         asyncio.run(serve(config, args.host, args.port, ready=lambda url: print(f"READY {url}", flush=True)))
     except (InstanceLockError, SchemaNotReady) as exc:
         raise CommandError(str(exc)) from None
+    return EXIT_OK
+
+
+def _prune_age(value: str) -> float:
+    from monitor.config import parse_duration
+
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _prune_batch_size(value: str) -> int:
+    try:
+        size = int(value)
+    except ValueError:
+        size = 0
+    if size < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a positive whole number")
+    return size
+
+
+def _run_prune(args: argparse.Namespace) -> int:
+    """Trim poll attempts and finished deliveries older than the cutoff; snapshots and findings stay."""
+    from datetime import UTC, datetime, timedelta
+
+    from monitor.store import SchemaNotReady, check_schema, make_engine, prune_poll_attempts, render_url
+
+    config = _load_config(args)
+    cutoff = datetime.now(UTC) - timedelta(seconds=args.older_than)
+    engine = make_engine(config.monitor.database_url)
+    labels = {
+        "poll_attempts": "poll attempts",
+        "webhook_deliveries": "webhook deliveries",
+        "delivery_attempts": "delivery attempts",
+    }
+
+    def step(table: str, deleted: int, so_far: int) -> None:
+        print(f"{table}: deleted {deleted} ({so_far} so far)", flush=True)
+
+    try:
+        check_schema(engine)
+        print(
+            f"{'dry run: ' if args.dry_run else ''}pruning {render_url(config.monitor.database_url)}: "
+            f"records from before {cutoff.isoformat(timespec='seconds')}, in batches of {args.batch_size}",
+            flush=True,
+        )
+        totals = prune_poll_attempts(
+            engine,
+            older_than=cutoff,
+            batch_size=args.batch_size,
+            dry_run=args.dry_run,
+            progress=step,
+        )
+    except SchemaNotReady as exc:
+        raise CommandError(str(exc)) from None
+    finally:
+        engine.dispose()
+    counts = ", ".join(f"{totals[table]} {label}" for table, label in labels.items())
+    if args.dry_run:
+        print(f"would delete {counts}; nothing was changed")
+    else:
+        print(f"deleted {counts}; snapshots, findings, listings and alerts are kept")
     return EXIT_OK
 
 
