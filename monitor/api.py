@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -40,7 +41,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from monitor import queries
 from monitor.alerts import Alerting
-from monitor.config import Config, ServerConfig
+from monitor.config import REFUSED_NAMES, Config, ServerConfig
 from monitor.models import Server
 from monitor.rules import Finding, Severity
 from monitor.store import PollOutcome, Store
@@ -99,6 +100,15 @@ class WebContext:
         return timedelta(seconds=self.config.monitor.session_grace)
 
 
+BEARER_REQUIRED = "missing or wrong bearer token (Authorization: Bearer <token>)"
+PUBLIC_PATHS = frozenset({"/healthz", "/api/v1/healthz"})
+"""The only API paths that answer without the token (liveness, for load balancers)."""
+
+
+def is_api_path(path: str) -> bool:
+    return path.startswith("/api/") or path in ("/healthz", "/metrics")
+
+
 def context(request: Request) -> WebContext:
     web: WebContext = request.app.state.web
     return web
@@ -120,7 +130,7 @@ def require_read(
     if web.token is not None and not web.bearer_ok(request):
         raise HTTPException(
             401,
-            "missing or wrong bearer token (Authorization: Bearer <token>)",
+            BEARER_REQUIRED,
             {"WWW-Authenticate": "Bearer"},
         )
 
@@ -138,7 +148,7 @@ def require_write(
     if not web.bearer_ok(request):
         raise HTTPException(
             401,
-            "missing or wrong bearer token (Authorization: Bearer <token>)",
+            BEARER_REQUIRED,
             {"WWW-Authenticate": "Bearer"},
         )
 
@@ -243,6 +253,29 @@ URL_PATTERN = (
     rf"^https?://([A-Za-z0-9._~%!$&'()*+,;=:-]+@)?[A-Za-z0-9][A-Za-z0-9.-]*(:{_PORT})?([/?#][!-~]*)?$"
 )
 """An http(s) URL of printable ASCII with a host: what the poller can reach and the database can store."""
+
+
+def _any_case(word: str) -> str:
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in word)
+
+
+_REFUSED_HOSTS = "|".join(
+    (
+        r"([0-9a-fA-FxX]*\.)*0[xX][0-9a-fA-F]*(\.[0-9a-fA-FxX]*)*",  # hexadecimal parts
+        r"[0-9]+(\.[0-9]+){0,2}\.?",  # fewer than four parts (2852039166)
+        r"[0-9]+(\.[0-9]+){4,}\.?",
+        r"([0-9]+\.)*0[0-9]+(\.[0-9]+)*\.?",  # octal parts
+        r"0+\.[0-9.]*",  # 0.0.0.0/8
+        r"169\.254\.[0-9]+\.[0-9]+\.?",  # link-local, cloud metadata
+        r"100\.100\.100\.200\.?",
+        r"(22[4-9]|2[3-9][0-9]|[3-9][0-9]{2}|[0-9]{4,})\.[0-9.]*",  # multicast, reserved
+        *(_any_case(name) + r"\.?" for name in sorted(REFUSED_NAMES)),
+    )
+)
+REFUSED_URL_PATTERN = rf"^https?://([^/?#@]*@)?({_REFUSED_HOSTS})([:/?#]|$)"
+"""URLs whose host the default `allowed_server_hosts` refuses (and IPv4 addresses not written as four
+decimal numbers), for the OpenAPI schema: so that every URL the schema allows is one the API accepts
+unless an allow-list is configured. `HostPolicy` is what enforces it."""
 PATTERN_MESSAGES = {
     "url": "must be an http:// or https:// URL of printable ASCII with a host (and a port up to 65535)",
     "name": "must start with a letter or digit and hold only letters, digits, '.', '_' and '-'",
@@ -266,7 +299,13 @@ class ServerCreate(BaseModel):
     transport: Annotated[Literal["http", "sse"], BeforeValidator(_refuse_stdio)] = Field(
         default="http", description="`stdio` is refused: stdio servers are registered only from config files"
     )
-    url: str = Field(min_length=1, max_length=2048, pattern=URL_PATTERN)
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        pattern=URL_PATTERN,
+        description="Its host must pass `[monitor] allowed_server_hosts` (`not`: what the default refuses)",
+        json_schema_extra={"not": {"pattern": REFUSED_URL_PATTERN}},
+    )
     headers: dict[HeaderName, HeaderValue] = Field(
         default_factory=dict,
         description="Sent with every poll (e.g. Authorization); stored, never returned",
@@ -557,6 +596,9 @@ def list_servers(
     status_code=201,
     tags=["servers"],
     summary="Register an http or sse server",
+    description="The URL's host must pass `[monitor] allowed_server_hosts` (by default: anything but "
+    "link-local, cloud metadata and reserved addresses), or the answer is 422; every connection "
+    "the poller makes to it is checked again.",
     dependencies=[Depends(require_write)],
     responses={**WRITE_ERRORS, 409: {"model": ErrorOut, "description": "The name is taken"}},
 )
@@ -568,6 +610,9 @@ def create_server(web: Web, body: ServerCreate, response: Response) -> ServerOut
     except ValidationError as exc:
         problems = "; ".join(str(e["msg"]) for e in exc.errors(include_input=False, include_url=False))
         raise HTTPException(422, problems) from None
+    refusal = web.config.monitor.host_policy.url_refusal(body.url)  # SSRF: checked again at connect
+    if refusal is not None:
+        raise HTTPException(422, f"body.url: {refusal}")
     now = web.now()
     with web.store.sessions.begin() as session:
         if session.scalar(select(Server.id).where(Server.name == body.name)) is not None:

@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.staticfiles import StaticFiles
-from starlette.datastructures import MutableHeaders
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -71,9 +71,64 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+class BodyLimit:
+    """Refuses request bodies over `limit` bytes with 413, by their Content-Length before reading
+    anything, and by counting as they arrive when chunked; the body is never read past the limit."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length")
+        received = 0
+
+        async def limited() -> Message:
+            # Raised while the app reads the body, so its own handler answers in the route's format.
+            nonlocal received
+            if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+                raise StarletteHTTPException(413, f"the request body is over the {self.limit}-byte limit")
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise StarletteHTTPException(413, f"the request body is over the {self.limit}-byte limit")
+            return message
+
+        await self.app(scope, limited, send)
+
+
+class BearerFirst:
+    """With a token configured, an API request without it is answered 401 here, before routing: its
+    body is never read or parsed (the route's own check runs only after FastAPI has parsed the body,
+    so a malformed one was answered 422, and any body was buffered, for anyone)."""
+
+    def __init__(self, app: ASGIApp, web: api.WebContext) -> None:
+        self.app = app
+        self.web = web
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = str(scope.get("path", ""))
+        if (
+            scope["type"] == "http"
+            and self.web.token is not None
+            and api.is_api_path(path)
+            and path not in api.PUBLIC_PATHS
+            and not self.web.bearer_ok(Request(scope))
+        ):
+            refusal = api.ApiJSONResponse(
+                {"detail": api.BEARER_REQUIRED}, 401, headers={"WWW-Authenticate": "Bearer"}
+            )
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 def _wants_json(request: Request) -> bool:
-    path = request.url.path
-    return path.startswith("/api/") or path in ("/healthz", "/metrics")
+    return api.is_api_path(request.url.path)
 
 
 def _validation_detail(exc: RequestValidationError) -> tuple[str, list[dict[str, Any]]]:
@@ -165,6 +220,8 @@ def create_app(
     app.include_router(pages.open_router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=WEB / "static"), name="static")
+    app.add_middleware(BodyLimit, limit=config.monitor.max_request_bytes)
+    app.add_middleware(BearerFirst, web=web)
     app.add_middleware(SecurityHeaders)
     return app
 

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 import os
+import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
@@ -29,6 +31,7 @@ from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
+import httpcore2
 import httpx2
 import mcp_types as types
 from mcp.client import ClientSession, IncomingMessage, Transport
@@ -46,6 +49,8 @@ from mcp_types.version import (
     MODERN_PROTOCOL_VERSIONS,
 )
 from pydantic import RootModel, ValidationError
+
+from monitor.config import HostPolicy, IPAddress, host_literal
 
 Era = Literal["handshake", "modern"]
 PollErrorKind = Literal[
@@ -68,6 +73,13 @@ KEEPALIVE_INTERVAL = 30.0
 """Seconds between a watch session's keep-alive requests. Its notification streams have no read
 timeout (they are quiet by nature), so without them a server that hangs, or vanished without closing
 its connections, would pass for a healthy session that simply never notifies."""
+
+
+_httpx_log = logging.getLogger("httpx2")
+if _httpx_log.level == logging.NOTSET:
+    # httpx logs every request's full URL at INFO, and a server URL can carry a `${VAR}` secret (a
+    # query token): unless logging for it was configured on purpose, only its warnings are shown.
+    _httpx_log.setLevel(logging.WARNING)
 
 
 class _Raw(RootModel[dict[str, Any]]):
@@ -97,6 +109,12 @@ class Target:
     """Extra environment for a stdio server, over the SDK's small safe default; scrubbed like headers."""
     cwd: str | None = None
     era: Era = "handshake"
+    secrets: Sequence[str] = ()
+    """Every value `${VAR}`-expanded into this target (the URL included): scrubbed from messages too."""
+    origin: Literal["config", "api"] = "api"
+    """"config" targets come from a config file and may be anywhere; "api" ones were registered over
+    HTTP, so every connection they make is checked against `Limits.allowed_hosts` (`HostPolicy`).
+    The default is the checked one: a target nobody vouched for is not trusted."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +126,8 @@ class Limits:
     max_bytes: int = 16 * 1024 * 1024
     """Total compact-JSON size of all pages' results (also the cap on one SSE event)."""
     max_tools: int = 10_000
+    allowed_hosts: tuple[str, ...] = ()
+    """`[monitor] allowed_server_hosts`, for targets of origin "api"."""
 
 
 @dataclass
@@ -227,6 +247,10 @@ class _Poll:
         """"HTTP 401 Unauthorized" when the last POST failed: the transports hide the status."""
         self.stderr = _StderrTail(STDERR_TAIL_BYTES)
         self.discover_refusal = ""
+        self.oversized: PollError | None = None
+        """Set when an HTTP answer's body outgrew the cap while it arrived (see `_CappedBody`)."""
+        self.refused: PollError | None = None
+        """Set when the host policy refused a connection (see `_GuardedBackend`)."""
 
     async def run(self) -> FetchedListing:
         failure: Exception | None = None
@@ -320,7 +344,30 @@ class _Poll:
             auth=auth,
             event_hooks=self._event_hooks(),
             verify=_tls_context(),
+            transport=self._guarded_transport() if self.target.origin == "api" else None,
         )
+
+    def _guarded_transport(self) -> httpx2.AsyncHTTPTransport:
+        """httpx's transport on a connection pool whose every TCP connection passes the host policy.
+
+        Checking in the network backend covers each connection the transport opens (redirects too)
+        and connects to the very address that was checked, so DNS cannot answer differently between
+        the check and the connect. Environment proxies are not used for these targets: through a
+        proxy, the address connected to would not be the one checked.
+        """
+        transport = httpx2.AsyncHTTPTransport(verify=_tls_context())
+        transport._pool = httpcore2.AsyncConnectionPool(
+            ssl_context=_tls_context(),
+            max_connections=100,
+            max_keepalive_connections=20,
+            keepalive_expiry=5.0,
+            network_backend=_GuardedBackend(HostPolicy(self.limits.allowed_hosts), self._refuse),
+        )
+        return transport
+
+    def _refuse(self, reason: str) -> None:
+        if self.refused is None:
+            self.refused = PollError("connect", f"refused to connect: {reason}")
 
     def _event_hooks(self) -> dict[str, list[Callable[[Any], Awaitable[None]]]]:
         return {"response": [self._on_response]}
@@ -330,6 +377,18 @@ class _Poll:
             failed = response.status_code >= 400
             self.http_status = (
                 f"HTTP {response.status_code} {response.reason_phrase}".strip() if failed else None
+            )
+            content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+            if content_type != "text/event-stream":  # SSE is bounded per event by max_sse_event_size
+                assert isinstance(response.stream, httpx2.AsyncByteStream)
+                response.stream = _CappedBody(response.stream, 2 * self.limits.max_bytes, self._too_big)
+
+    def _too_big(self, cap: int) -> None:
+        if self.oversized is None:
+            self.oversized = PollError(
+                "limit",
+                f"listing exceeds {self.limits.max_bytes} bytes: the answer to {self.stage} "
+                f"passed {cap} bytes as it arrived",
             )
 
     async def _on_message(self, message: IncomingMessage) -> None:
@@ -447,6 +506,10 @@ class _Poll:
         cause = _root_cause(failure) if failure is not None else None
         if isinstance(cause, PollError):
             return cause
+        if self.oversized is not None:  # the SDK reports the cut body as a parse error
+            return self.oversized
+        if self.refused is not None:
+            return self.refused
         if timed_out or cause is None:
             if self.stage == "connect":
                 return PollError("timeout", f"could not connect within {self.limits.timeout:g} s")
@@ -516,7 +579,7 @@ class _Poll:
         if self.target.transport == "stdio" and (tail := self.stderr.text()):
             message = f"{message}; stderr: {tail}"
         message = _visible(message)
-        secrets = {*self.target.headers.values(), *(self.target.env or {}).values()}
+        secrets = {*self.target.headers.values(), *(self.target.env or {}).values(), *self.target.secrets}
         secrets |= {part for value in self.target.headers.values() for part in value.split()}
         for secret in sorted(secrets, key=len, reverse=True):
             if len(secret) >= _MIN_SECRET_LENGTH:
@@ -847,6 +910,94 @@ class _NoticedBody(httpx2.AsyncByteStream):
         if not self._done:
             self._done = True
             self._on_end(error, abandoned)
+
+
+class _GuardedBackend(httpcore2.AsyncNetworkBackend):
+    """Resolves the host itself, refuses it unless every address passes the policy, then connects
+    to a checked address (TLS still verifies the certificate against the URL's host name)."""
+
+    def __init__(self, policy: HostPolicy, on_refused: Callable[[str], None]) -> None:
+        self._policy = policy
+        self._on_refused = on_refused
+        self._backend = httpcore2.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        literal = host_literal(host)
+        addresses = [literal] if literal is not None else await _resolve(host, port)
+        for address in addresses:
+            problem = self._policy.address_refusal(host, address)
+            if problem is not None:
+                self._on_refused(problem)
+                raise httpcore2.ConnectError(problem)
+        failure: Exception | None = None
+        for address in addresses:
+            try:
+                return await self._backend.connect_tcp(
+                    str(address), port, timeout, local_address, socket_options
+                )
+            except httpcore2.ConnectError as exc:
+                failure = exc
+        raise failure or httpcore2.ConnectError(f"{host} resolves to no address")
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        socket_options: Any = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        raise httpcore2.ConnectError("unix sockets are not allowed for servers registered over the API")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._backend.sleep(seconds)
+
+
+async def _resolve(host: str, port: int) -> list[IPAddress]:
+    try:
+        infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise httpcore2.ConnectError(f"cannot resolve {host}: {exc.strerror or exc}") from exc
+    found: list[IPAddress] = []
+    for *_, sockaddr in infos:
+        address = host_literal(str(sockaddr[0]).partition("%")[0])
+        if address is not None and address not in found:
+            found.append(address)
+    return found
+
+
+class _BodyTooLarge(httpx2.StreamError):
+    """Raised into the SDK's `response.aread()`, which turns it into an error answer to the request."""
+
+
+class _CappedBody(httpx2.AsyncByteStream):
+    """An HTTP response body that stops at `cap` bytes, so a huge JSON answer is never buffered whole.
+
+    The SDK reads a JSON answer with `response.aread()` and only then could `Limits.max_bytes` be
+    checked; twice that leaves room for whitespace, since the limit counts compact JSON.
+    """
+
+    def __init__(self, body: httpx2.AsyncByteStream, cap: int, on_over: Callable[[int], None]) -> None:
+        self._body = body
+        self._cap = cap
+        self._on_over = on_over
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        size = 0
+        async for chunk in self._body:
+            size += len(chunk)
+            if size > self._cap:
+                self._on_over(self._cap)
+                raise _BodyTooLarge(f"answer body exceeds {self._cap} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._body.aclose()
 
 
 class _StderrTail:

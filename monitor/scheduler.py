@@ -218,6 +218,8 @@ class Scheduler:
         """Stop claiming, let in-flight polls finish for `grace` seconds, abandon the rest, free leases."""
         if self.clock.running:
             self.clock.shutdown(wait=False)
+        async with self._tick_lock:  # a claim under way commits its leases before they are freed
+            pass
         abandoned = []
         tasks = dict(self.in_flight)
         if tasks:
@@ -227,7 +229,10 @@ class Scheduler:
                 task.cancel()
             with contextlib.suppress(Exception):
                 await asyncio.gather(*pending, return_exceptions=True)
-        await asyncio.to_thread(self._release_leases, abandoned)
+        try:
+            await asyncio.to_thread(self._release_leases, abandoned)
+        except Exception:
+            log.exception("could not free leases (the database is unreachable); they expire on their own")
 
     def _release_leases(self, abandoned: list[int]) -> None:
         """Free this process's leases; abandoned polls become due at once for whoever runs next."""

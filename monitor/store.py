@@ -169,16 +169,22 @@ class Store:
         ids: dict[str, int] = {}
         with self.sessions.begin() as session:
             for config in servers:
-                server = session.scalar(select(Server).where(Server.name == config.name))
-                if server is None:
-                    server = Server(
+                # Several instances may start at once on an empty database: the first insert wins.
+                session.execute(
+                    _insert(session)(Server)
+                    .values(
                         name=config.name,
                         origin="config",
                         created_at=now,
                         consecutive_failures=0,
                         transport=config.transport,
+                        era=config.era,
                     )
-                    session.add(server)
+                    .on_conflict_do_nothing(index_elements=["name"])
+                )
+                server = session.scalars(
+                    select(Server).where(Server.name == config.name).with_for_update()
+                ).one()
                 server.origin = "config"  # a config file wins over an API registration of the name
                 server.headers = None
                 server.transport = config.transport

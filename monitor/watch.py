@@ -114,7 +114,12 @@ class WatchManager:
     async def run(self, stop: asyncio.Event) -> None:
         try:
             while not stop.is_set():
-                for server_id, target in (await asyncio.to_thread(self._watchable)).items():
+                try:
+                    watchable = await asyncio.to_thread(self._watchable)
+                except Exception:
+                    log.exception("listing servers to watch failed; retrying")  # e.g. the database restarts
+                    watchable = {}
+                for server_id, target in watchable.items():
                     task = self.tasks.get(server_id)
                     if task is None or task.done():
                         self.tasks[server_id] = asyncio.create_task(self._watch(server_id, target, stop))
@@ -149,7 +154,8 @@ class WatchManager:
                 log.info("watch session to %s ended: %s: %s", target.name, exc.kind, exc.message)
             except Exception:
                 log.exception("watch session to %s failed", target.name)
-            await asyncio.to_thread(self._mark, server_id, watch_connected_since=None)
+            with contextlib.suppress(Exception):  # the database may be down too; the mark is advisory
+                await asyncio.to_thread(self._mark, server_id, watch_connected_since=None)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay * random.uniform(0.5, 1.0))  # noqa: S311
             delay = min(delay * 2, BACKOFF_CAP)

@@ -1,0 +1,436 @@
+"""The database failing under a running poller: PostgreSQL restarted, a SQLite disk full or read-only.
+
+What must hold: the failed write is reported (an exception to the caller, the scheduler's log
+line), never half-applied; the same process, engine and poller carry on once the database is back
+(no restart of their own); and SQLite's file passes `PRAGMA integrity_check` afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import sqlite3
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from helpers import http_server
+from sqlalchemy import Engine, create_engine, event, func, select, text
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import NullPool
+
+from monitor import scheduler as scheduler_module
+from monitor.config import Config, MonitorSettings, ServerConfig
+from monitor.models import Listing, PollAttempt, Server, Snapshot
+from monitor.poller import Job, Poller
+from monitor.scheduler import LeaseRelease, Scheduler
+from monitor.store import PollOutcome, Store, make_engine, migrate
+
+PG_URL = os.environ.get("DRIFT_MONITOR_TEST_PG_URL")
+PG_CTL_TIMEOUT = 60.0
+WAIT = 20.0
+"""Upper bound on any one wait for the system to do something; each wait ends at the event."""
+
+
+def tools(description: str, count: int = 3) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": f"tool{i}",
+            "description": description,
+            "inputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": True},
+        }
+        for i in range(count)
+    ]
+
+
+class Watched(Poller):
+    """The real poller, reporting each poll's end (outcome or exception) to the test as it happens."""
+
+    def __init__(self, store: Store, config: Config) -> None:
+        super().__init__(store, config)
+        self.successes: list[float] = []
+        self.failures: list[tuple[float, BaseException]] = []
+        self.changed = asyncio.Event()
+
+    async def poll_one(self, job: Job) -> PollOutcome:
+        try:
+            outcome = await super().poll_one(job)
+        except Exception as exc:
+            self.failures.append((time.monotonic(), exc))
+            self.changed.set()
+            raise
+        if outcome.ok:
+            self.successes.append(time.monotonic())
+        self.changed.set()
+        return outcome
+
+    async def until(self, what: str, predicate: Any) -> None:
+        deadline = time.monotonic() + WAIT
+        while not predicate():
+            self.changed.clear()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no {what} within {WAIT} s")
+            try:
+                await asyncio.wait_for(self.changed.wait(), remaining)
+            except TimeoutError:
+                raise AssertionError(f"no {what} within {WAIT} s") from None
+
+
+# --- PostgreSQL restarted while the scheduler polls ------------------------------------------------
+
+
+class HoldWrite:
+    """Poll hook: once armed, holds the next poll's write transaction open (after its first
+    statements) until released, so the database can be stopped under a write in flight."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.armed = threading.Event()
+        self.release = threading.Event()
+        self.holding = asyncio.Event()
+
+    def after_poll(self, session: Any, server: Any, findings: Any, **_: Any) -> None:
+        if self.armed.is_set():
+            self.armed.clear()
+            self.loop.call_soon_threadsafe(self.holding.set)
+            self.release.wait(WAIT)
+
+
+def _cluster() -> list[str] | None:
+    """`[version, name]` of the local cluster serving DRIFT_MONITOR_TEST_PG_URL, if we can control it."""
+    if not PG_URL or shutil.which("pg_ctlcluster") is None or shutil.which("pg_lsclusters") is None:
+        return None
+    parts = urlsplit(PG_URL.replace("+psycopg", ""))
+    if parts.hostname not in ("127.0.0.1", "localhost"):
+        return None
+    listing = subprocess.run(["pg_lsclusters", "--no-header"], capture_output=True, text=True, check=False)
+    for line in listing.stdout.splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[2] == str(parts.port or 5432) and fields[3] == "online":
+            return fields[:2]
+    return None
+
+
+def _pg_ctl(cluster: list[str], action: str) -> subprocess.CompletedProcess[str]:
+    command = ["pg_ctlcluster", "--skip-systemctl-redirect", *cluster, action]
+    if action == "stop":
+        command += ["-m", "fast"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=PG_CTL_TIMEOUT, check=False)
+
+
+def _online(cluster: list[str]) -> bool:
+    listing = subprocess.run(["pg_lsclusters", "--no-header"], capture_output=True, text=True, check=False)
+    return any(
+        line.split()[:2] == cluster and "online" in line.split() for line in listing.stdout.splitlines()
+    )
+
+
+@pytest.fixture
+def pg_cluster() -> Iterator[list[str]]:
+    """The local PostgreSQL cluster, running again when the test ends whatever happened."""
+    cluster = _cluster()
+    if cluster is None:
+        pytest.skip("needs DRIFT_MONITOR_TEST_PG_URL on a local cluster that pg_ctlcluster can restart")
+    try:
+        yield cluster
+    finally:
+        if not _online(cluster):
+            started = _pg_ctl(cluster, "start")
+            assert started.returncode == 0 and _online(cluster), started.stderr
+
+
+@pytest.fixture
+def pg_schema_url(pg_cluster: list[str]) -> Iterator[str]:
+    """A fresh schema, created and dropped over connections that are never pooled across the restart."""
+    assert PG_URL is not None
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    separator = "&" if "?" in PG_URL else "?"
+    try:
+        yield f"{PG_URL}{separator}options=-csearch_path%3D{schema}"
+    finally:
+        if not _online(pg_cluster):
+            _pg_ctl(pg_cluster, "start")
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+async def test_postgresql_restart_while_the_scheduler_polls(
+    pg_cluster: list[str],
+    pg_schema_url: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The service's own loop (APScheduler ticks claiming through the database, polls, writes) runs
+    while PostgreSQL stops (fast: sessions terminated) under a poll's open write transaction, then
+    starts again. Must hold: the poll whose write hit the outage is reported
+    (logged by the scheduler with the database error) and does not stop the loop; once PostgreSQL is
+    back, polls succeed again in the same process on the same engine (pool_pre_ping drops the dead
+    connections); every recorded poll is whole: the version's poll count equals the successful
+    attempts, and the failed write left nothing."""
+    # A poll whose write failed keeps its lease until it runs out (the database was down, so it
+    # could not be freed): poll_timeout + LEASE_MARGIN. A short margin keeps the test short.
+    monkeypatch.setattr(scheduler_module, "LEASE_MARGIN", timedelta(seconds=1))
+    caplog.set_level(logging.INFO)
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(tools("Steady.")), encoding="utf-8")
+    engine = make_engine(pg_schema_url)
+    try:
+        migrate(engine)
+        owner = "restart-test"
+        hold = HoldWrite(asyncio.get_running_loop())
+        store = Store(engine, attempts_kept=1000, hooks=[LeaseRelease(owner), hold])
+        with http_server("fastmcp_server.py", str(tools_file)) as url:
+            config = Config(
+                monitor=MonitorSettings(database_url=pg_schema_url, poll_interval=0.3, poll_timeout=2.0),
+                servers=[ServerConfig(name="steady", transport="http", url=url)],
+            )
+            poller = Watched(store, config)
+            scheduler = Scheduler(store, poller, config, owner, tick_seconds=0.1)
+            scheduler.register(datetime.now(UTC))
+            scheduler.start()
+            try:
+                await poller.until("first successful poll", lambda: len(poller.successes) >= 1)
+                hold.armed.set()
+                await asyncio.wait_for(hold.holding.wait(), WAIT)  # a poll's write is in flight
+                try:
+                    stopped = await asyncio.to_thread(_pg_ctl, pg_cluster, "stop")
+                    hold.release.set()
+                    assert stopped.returncode == 0, stopped.stderr
+                    await poller.until("failed write while PostgreSQL is down", lambda: poller.failures)
+                finally:
+                    hold.release.set()
+                    started = await asyncio.to_thread(_pg_ctl, pg_cluster, "start")
+                assert started.returncode == 0, started.stderr
+                back = time.monotonic()
+                await poller.until(
+                    "successful poll after the restart", lambda: any(t > back for t in poller.successes)
+                )
+            finally:
+                await scheduler.stop()
+                poller.close()
+
+        assert all(isinstance(exc, OperationalError) for _, exc in poller.failures), poller.failures
+        reported = [r for r in caplog.records if r.getMessage() == "poll of steady failed unexpectedly"]
+        assert reported and all(r.exc_info and r.exc_info[0] is OperationalError for r in reported)
+        with store.sessions() as session:
+            server = session.scalars(select(Server)).one()
+            (snapshot,) = session.scalars(select(Snapshot))
+            ok_attempts = session.scalar(
+                select(func.count()).select_from(PollAttempt).where(PollAttempt.ok.is_(True))
+            )
+            failed_attempts = session.scalar(
+                select(func.count()).select_from(PollAttempt).where(PollAttempt.ok.is_(False))
+            )
+        assert snapshot.version == 1 and snapshot.poll_count == ok_attempts and (ok_attempts or 0) >= 2
+        assert failed_attempts == 0 and server.consecutive_failures == 0  # the outage wrote nothing
+        assert server.last_error is None and server.lease_owner is None
+    finally:
+        engine.dispose()
+
+
+# --- SQLite: disk full, read-only ------------------------------------------------------------------
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs, where one can be mounted (root in a container that allows it); skipped elsewhere."""
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m,mode=0755", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        if subprocess.run(["umount", str(mount)], capture_output=True, check=False).returncode != 0:
+            subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=False)
+
+
+def _fill(folder: Path) -> Path:
+    """Write a file until the filesystem has no space left; returns it, for freeing the space later."""
+    filler = folder / "filler"
+    chunk = b"\0" * 65536
+    with filler.open("wb") as handle:
+        for _ in range(100_000):  # bounded: 6 GB, far beyond any tmpfs this test mounts
+            try:
+                handle.write(chunk)
+                handle.flush()
+            except OSError:
+                break
+    return filler
+
+
+def _integrity(path: Path) -> str:
+    connection = sqlite3.connect(path)
+    try:
+        return str(connection.execute("PRAGMA integrity_check").fetchone()[0])
+    finally:
+        connection.close()
+
+
+def _page_cap(engine: Engine, database: Path) -> Callable[[], None]:
+    """Cap the database near its current size, as a full disk would (SQLite reports the same
+    SQLITE_FULL); returns the function that lifts the cap."""
+    pages = _pages(database) + 2
+
+    def cap(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.execute(f"PRAGMA max_page_count = {pages}")
+
+    event.listen(engine, "connect", cap)
+    engine.dispose()  # pooled connections reopen with the cap
+
+    def lift() -> None:
+        event.remove(engine, "connect", cap)
+        engine.dispose()
+
+    return lift
+
+
+def _pages(database: Path) -> int:
+    connection = sqlite3.connect(database)
+    try:
+        return int(connection.execute("PRAGMA page_count").fetchone()[0])
+    finally:
+        connection.close()
+
+
+def _counts(store: Store) -> tuple[int, int, int]:
+    with store.sessions() as session:
+        return (
+            session.scalar(select(func.count()).select_from(Snapshot)) or 0,
+            session.scalar(select(func.count()).select_from(Listing)) or 0,
+            session.scalar(select(func.count()).select_from(PollAttempt)) or 0,
+        )
+
+
+@pytest.mark.parametrize("how", ["tmpfs", "page-cap"])
+async def test_sqlite_disk_full(how: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """A new, larger version arrives when the SQLite disk is full (a real full tmpfs, or SQLite's own
+    page cap where no tmpfs can be mounted). Must hold: the poll's write fails with SQLite's
+    "database or disk is full", reported to the caller; nothing of it is stored; the file passes
+    integrity_check; and once there is room the same poller stores the new version."""
+    folder = request.getfixturevalue("tiny_disk") if how == "tmpfs" else tmp_path
+    database = folder / "monitor.db"
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(tools("Small.")), encoding="utf-8")
+    engine = make_engine(f"sqlite:///{database}")
+    try:
+        migrate(engine)
+        store = Store(engine)
+        with http_server("fastmcp_server.py", str(tools_file)) as url:
+            config = Config(
+                monitor=MonitorSettings(poll_timeout=10.0),
+                servers=[ServerConfig(name="grows", transport="http", url=url)],
+            )
+            poller = Poller(store, config)
+            try:
+                jobs = poller.jobs()
+                (first,) = await poller.poll(jobs)
+                assert first.ok and first.version == 1
+                before = _counts(store)
+                tools_file.write_text(json.dumps(tools("L" * 400_000)), encoding="utf-8")  # ~1.2 MB
+                make_room: Callable[[], object] = (
+                    _fill(folder).unlink if how == "tmpfs" else _page_cap(engine, database)
+                )
+                with pytest.raises(OperationalError, match="database or disk is full"):
+                    await poller.poll(jobs)
+                make_room()
+                assert _integrity(database) == "ok"
+                assert _counts(store) == before
+                (after,) = await poller.poll(jobs)
+            finally:
+                poller.close()
+        assert after.ok and after.version == 2 and after.new_version
+        assert _counts(store) == (before[0] + 1, before[1] + 1, before[2] + 1)
+    finally:
+        engine.dispose()
+    assert _integrity(database) == "ok"
+
+
+def _read_only(folder: Path, database: Path) -> Callable[[], Any]:
+    """Make the database unwritable: remount its tmpfs read-only, or chmod where that binds (not root)."""
+    if os.geteuid() == 0:
+        remounted = subprocess.run(
+            ["mount", "-o", "remount,ro", str(folder)], capture_output=True, text=True, check=False
+        )
+        assert remounted.returncode == 0, remounted.stderr
+        return lambda: subprocess.run(["mount", "-o", "remount,rw", str(folder)], check=True)
+    paths = [p for p in (database, *folder.glob(database.name + "-*")) if p.exists()]
+    for path in paths:
+        path.chmod(0o444)
+    folder.chmod(0o555)
+
+    def restore() -> None:
+        folder.chmod(0o755)
+        for path in paths:
+            path.chmod(0o644)
+
+    return restore
+
+
+async def test_sqlite_read_only(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The SQLite database becomes read-only under a running poller. Must hold: the poll's write
+    fails with SQLite's read-only error, reported to the caller, with nothing stored; made writable
+    again, the file passes integrity_check and the same poller records the next poll."""
+    folder = request.getfixturevalue("tiny_disk") if os.geteuid() == 0 else tmp_path / "db"
+    folder.mkdir(exist_ok=True)
+    database = folder / "monitor.db"
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(tools("Fixed.")), encoding="utf-8")
+    engine = make_engine(f"sqlite:///{database}")
+    try:
+        migrate(engine)
+        store = Store(engine)
+        with http_server("fastmcp_server.py", str(tools_file)) as url:
+            config = Config(
+                monitor=MonitorSettings(poll_timeout=10.0),
+                servers=[ServerConfig(name="steady", transport="http", url=url)],
+            )
+            poller = Poller(store, config)
+            try:
+                jobs = poller.jobs()
+                (first,) = await poller.poll(jobs)
+                assert first.ok
+                before = _counts(store)
+                engine.dispose()  # the read-only state is met by fresh connections, as after a restart
+                restore = _read_only(folder, database)
+                try:
+                    with pytest.raises(OperationalError, match=r"readonly database|unable to open database"):
+                        await poller.poll(jobs)
+                finally:
+                    restore()
+                engine.dispose()
+                assert _integrity(database) == "ok"
+                assert _counts(store) == before
+                (after,) = await poller.poll(jobs)
+            finally:
+                poller.close()
+        assert after.ok and after.version == 1 and not after.new_version
+        assert _counts(store) == (before[0], before[1], before[2] + 1)
+    finally:
+        engine.dispose()
+    assert _integrity(database) == "ok"

@@ -1,0 +1,377 @@
+"""Hostile servers polled through the real `Poller` and `Store`, in one run with healthy servers.
+
+What must hold: every fault becomes exactly one recorded, readable error (kind and message in
+`poll_attempts` and on the server row), in bounded time; nothing of a faulty server's listing is
+stored, not even the pages it sent before failing; the healthy servers in the same run are polled
+and stored exactly as when alone, without waiting for any fault; no server process outlives its poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from faults.faults_harness import HEALTHY_TOOLS, SERVERS_SCRIPT, refused_url
+from helpers import server_command
+from sqlalchemy import func, select
+
+from monitor.config import Config, MonitorSettings, ServerConfig
+from monitor.fingerprint import fingerprint
+from monitor.models import Listing, ListingTool, PollAttempt, Server, Snapshot, ToolDefinition
+from monitor.poller import Poller
+from monitor.store import PollOutcome, Store, make_engine, migrate
+
+FAULT_TIMEOUT = 4.0
+HEALTHY_TIMEOUT = 30.0
+"""The healthy servers get a generous timeout of their own, so only the fault can explain a delay."""
+SHUTDOWN_ALLOWANCE = 6.0
+"""The SDK's bounded stop of a stdio server that ignores stdin EOF and SIGTERM (2 s + 2 s), and slack."""
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    server: dict[str, Any]
+    kinds: frozenset[str]
+    """The recorded error kind; empty for a poll that must succeed."""
+    fragments: tuple[str, ...] = ()
+    tools: list[str] = field(default_factory=list)
+
+
+def stdio(script: str, *args: str) -> dict[str, Any]:
+    command, *argv = server_command(script, *args)
+    return {"transport": "stdio", "command": command, "args": argv}
+
+
+def faulty(mode: str) -> dict[str, Any]:
+    return {
+        "transport": "stdio",
+        "command": server_command("x")[0],
+        "args": [str(SERVERS_SCRIPT), "stdio", mode],
+    }
+
+
+def cases(base: str, silent: str, healthy_url: str, tools_file: Path) -> list[Case]:
+    def http(mode: str) -> dict[str, Any]:
+        return {"transport": "http", "url": f"{base}/{mode}/mcp"}
+
+    t = f"{FAULT_TIMEOUT:g}"
+    return [
+        Case(
+            "http-accepts-then-hangs",
+            {"transport": "http", "url": silent},
+            frozenset({"timeout"}),
+            (f"no answer to initialize within {t} s",),
+        ),
+        Case(
+            "http-trickles-bytes",
+            http("trickle"),
+            frozenset({"timeout"}),
+            (f"no answer to tools/list within {t} s",),
+        ),
+        Case(
+            "http-50mb-listing",
+            http("huge"),
+            frozenset({"limit"}),
+            ("listing exceeds 16777216 bytes: the answer to tools/list passed 33554432 bytes",),
+        ),
+        Case(
+            "http-drops-mid-page",
+            http("drop-mid-page"),
+            frozenset({"connect"}),
+            ("during tools/list (page 2)", "peer closed connection"),
+        ),
+        Case(
+            "http-wrong-protocol-version",
+            http("wrong-version"),
+            frozenset({"protocol"}),
+            ("server chose protocol version '1999-01-01'",),
+        ),
+        Case("http-invalid-json", http("invalid-json"), frozenset({"malformed"}), ("not JSON-RPC",)),
+        Case(
+            "http-json-rpc-error",
+            http("rpc-error"),
+            frozenset({"server-error"}),
+            ("JSON-RPC error -32603: internal failure in the tool registry",),
+        ),
+        Case(
+            "http-connection-refused",
+            {"transport": "http", "url": refused_url()},
+            frozenset({"connect"}),
+            ("connection refused",),
+        ),
+        Case(
+            "stdio-hangs",
+            stdio("hostile_server.py", "hang"),
+            frozenset({"timeout"}),
+            (f"no answer to initialize within {t} s",),
+        ),
+        Case(
+            "stdio-hangs-after-initialize",
+            stdio("hostile_server.py", "hang-after-init"),
+            frozenset({"timeout"}),
+            (f"no answer to tools/list within {t} s",),
+        ),
+        Case(
+            "stdio-invalid-json",
+            stdio("hostile_server.py", "malformed"),
+            frozenset({"malformed"}),
+            ("not JSON-RPC",),
+        ),
+        Case(
+            "stdio-loops-cursors",
+            stdio("hostile_server.py", "loop-cursor"),
+            frozenset({"limit"}),
+            ("server repeated cursor 'a' on page 3",),
+        ),
+        Case(
+            "stdio-endless-cursor",
+            stdio("hostile_server.py", "endless-cursor"),
+            frozenset({"limit"}),
+            ("listing exceeds 20 pages",),
+        ),
+        Case(
+            "stdio-exits-at-start",
+            stdio("hostile_server.py", "exit-early"),
+            frozenset({"process-exit"}),
+            ("exited before answering initialize", "stderr: fatal: cannot read config file"),
+        ),
+        Case(
+            "stdio-exits-mid-listing",
+            faulty("exit-mid-page"),
+            frozenset({"process-exit"}),
+            ("exited before answering tools/list (page 2)", "stderr: worker crashed while paging"),
+        ),
+        Case(
+            "stdio-prints-before-handshake",
+            stdio("hostile_server.py", "garbage-stdout"),
+            frozenset({"malformed"}),
+            ("'Starting hostile server v6.6.6 ... listening on stdio!'",),
+        ),
+        Case(
+            "stdio-wrong-protocol-version",
+            faulty("wrong-version"),
+            frozenset({"protocol"}),
+            ("server chose protocol version '1999-01-01'",),
+        ),
+        Case(
+            "stdio-trickles-bytes",
+            faulty("trickle"),
+            frozenset({"timeout"}),
+            (f"no answer to tools/list within {t} s",),
+        ),
+        Case(
+            "stdio-missing-command",
+            {"transport": "stdio", "command": "/nonexistent/drift-fault-server"},
+            frozenset({"connect"}),
+            ("cannot start server command",),
+        ),
+        Case(
+            "stdio-ignores-sigterm",
+            stdio("hostile_server.py", "ignore-sigterm"),
+            frozenset(),
+            tools=["echo", "add"],
+        ),
+        Case(
+            "healthy-http",
+            {"transport": "http", "url": healthy_url, "timeout": HEALTHY_TIMEOUT},
+            frozenset(),
+            tools=[t["name"] for t in HEALTHY_TOOLS],
+        ),
+        Case(
+            "healthy-stdio",
+            {**stdio("fastmcp_server.py", str(tools_file)), "timeout": HEALTHY_TIMEOUT},
+            frozenset(),
+            tools=[t["name"] for t in HEALTHY_TOOLS],
+        ),
+    ]
+
+
+async def test_faults_are_recorded_errors_and_healthy_servers_are_unaffected(
+    database_url: str, faulty_http: tuple[str, str], healthy_http: str, tools_file: Path
+) -> None:
+    """One poll run of 21 faulty servers and 2 healthy ones. Must hold: each fault is one attempt
+    with the expected kind and a one-line message naming what went wrong; no faulty server has a
+    snapshot, and no tool a faulty server sent (page 1 before a drop included) is stored; the healthy
+    servers' listings are stored exactly, and each is recorded before the fault deadline, i.e. it
+    waited for no fault; the run ends within the deadline plus the bounded stdio shutdown."""
+    base, silent = faulty_http
+    run = cases(base, silent, healthy_http, tools_file)
+    engine = make_engine(database_url)
+    try:
+        migrate(engine)
+        store = Store(engine, attempts_kept=100, unreachable_after=3)
+        config = Config(
+            monitor=MonitorSettings(database_url=database_url, poll_timeout=FAULT_TIMEOUT, max_pages=20),
+            servers=[ServerConfig(name=case.name, **case.server) for case in run],
+        )
+        poller = Poller(store, config)
+        recorded_at: dict[str, float] = {}
+        started = time.monotonic()
+
+        def note(outcome: PollOutcome) -> None:
+            recorded_at[outcome.server] = time.monotonic() - started
+
+        try:
+            outcomes = {o.server: o for o in await poller.poll(poller.jobs(), note)}
+        finally:
+            poller.close()
+        elapsed = time.monotonic() - started
+
+        for case in run:
+            outcome = outcomes[case.name]
+            if not case.kinds:
+                assert outcome.ok, (case.name, outcome.error_kind, outcome.error)
+                continue
+            assert not outcome.ok, case.name
+            assert outcome.error_kind in case.kinds, (case.name, outcome.error_kind, outcome.error)
+            assert outcome.error is not None
+            for fragment in case.fragments:
+                assert fragment in outcome.error, (case.name, outcome.error)
+            assert "\n" not in outcome.error and len(outcome.error) < 3000, case.name
+
+        for name in ("healthy-http", "healthy-stdio"):
+            assert recorded_at[name] < FAULT_TIMEOUT, (name, recorded_at[name])
+        assert elapsed < FAULT_TIMEOUT + SHUTDOWN_ALLOWANCE, elapsed
+
+        with store.sessions() as session:
+            servers = {s.name: s for s in session.scalars(select(Server))}
+            attempts = session.execute(
+                select(
+                    Server.name, PollAttempt.ok, PollAttempt.error_kind, PollAttempt.error, PollAttempt.pages
+                ).join(Server, Server.id == PollAttempt.server_id)
+            ).all()
+            snapshots = session.execute(
+                select(Server.name, Snapshot.version, Listing.fingerprint)
+                .join(Server, Server.id == Snapshot.server_id)
+                .join(Listing, Listing.id == Snapshot.listing_id)
+            ).all()
+            stored_tools = set(session.scalars(select(ToolDefinition.name)))
+            listing_count = session.scalar(select(func.count()).select_from(Listing))
+            member_count = session.scalar(select(func.count()).select_from(ListingTool))
+
+        assert sorted(a.name for a in attempts) == sorted(c.name for c in run)  # one attempt each
+        by_name = {a.name: a for a in attempts}
+        for case in run:
+            attempt, server = by_name[case.name], servers[case.name]
+            if case.kinds:
+                assert not attempt.ok
+                assert (attempt.error_kind, attempt.error) == (
+                    outcomes[case.name].error_kind,
+                    outcomes[case.name].error,
+                )
+                assert server.last_error == f"{attempt.error_kind}: {attempt.error}"
+                assert server.consecutive_failures == 1 and server.last_success_at is None
+            else:
+                assert attempt.ok and server.last_error is None and server.consecutive_failures == 0
+        assert by_name["healthy-http"].pages == 2
+
+        healthy = fingerprint(HEALTHY_TOOLS)
+        assert sorted(snapshots) == sorted(
+            [
+                ("healthy-http", 1, healthy),
+                ("healthy-stdio", 1, healthy),
+                ("stdio-ignores-sigterm", 1, outcomes["stdio-ignores-sigterm"].fingerprint),
+            ]
+        )
+        assert stored_tools == {"search", "page", "ack", "echo", "add"}  # no "page-one", no "big0"
+        assert listing_count == 2 and member_count == 5
+        assert store.listing_tools(_listing_id(store, "healthy-http")) == HEALTHY_TOOLS
+    finally:
+        engine.dispose()
+
+
+def _listing_id(store: Store, name: str) -> int:
+    with store.sessions() as session:
+        listing_id = session.scalar(
+            select(Snapshot.listing_id)
+            .join(Server, Server.id == Snapshot.server_id)
+            .where(Server.name == name)
+        )
+    assert listing_id is not None
+    return listing_id
+
+
+@pytest.mark.parametrize("mode", ["drop-mid-page"])
+async def test_a_fault_after_a_good_version_keeps_that_version(
+    store: Store, faulty_http: tuple[str, str], healthy_http: str, mode: str
+) -> None:
+    """A server that answered well once and then drops mid-listing: must hold that its stored version
+    stays current and untouched (same listing, poll count 1), the failure is one attempt more, and the
+    next good answer is the same version again, not a new one."""
+    base, _ = faulty_http
+    good = ServerConfig(name="flaky", transport="http", url=healthy_http)
+    bad = ServerConfig(name="flaky", transport="http", url=f"{base}/{mode}/mcp")
+
+    async def poll(server: ServerConfig) -> PollOutcome:
+        config = Config(monitor=MonitorSettings(poll_timeout=FAULT_TIMEOUT), servers=[server])
+        poller = Poller(store, config)
+        try:
+            (outcome,) = await poller.poll(poller.jobs())
+        finally:
+            poller.close()
+        return outcome
+
+    first = await poll(good)
+    failed = await poll(bad)
+    again = await poll(good)
+    assert first.ok and first.version == 1
+    assert not failed.ok and failed.error_kind == "connect"
+    assert again.ok and again.version == 1 and not again.new_version and again.findings == []
+    with store.sessions() as session:
+        (snapshot,) = session.scalars(select(Snapshot))
+        assert snapshot.poll_count == 2
+        kinds = session.execute(select(PollAttempt.ok, PollAttempt.error_kind).order_by(PollAttempt.id)).all()
+    assert [tuple(k) for k in kinds] == [(True, None), (False, "connect"), (True, None)]
+
+
+async def test_a_50mb_stdio_line_is_bounded_and_other_polls_keep_going(
+    store: Store, healthy_http: str
+) -> None:
+    """A stdio server that answers tools/list with one 50 MB line. The SDK's stdio reader has no
+    line-length cap (and joins chunks quadratically), so this keeps the event loop busy for the whole
+    poll (healthy polls measured at ~0.07 s alone, up to ~1.1 s during it). Must hold: the poll ends
+    as one recorded `timeout` (or `limit`, on a machine fast enough to read it all) within the
+    deadline plus shutdown; nothing is stored for it; and a healthy server polled back to back for as
+    long as it runs is recorded every time, each poll under the deadline."""
+    config = Config(
+        monitor=MonitorSettings(poll_timeout=FAULT_TIMEOUT),
+        servers=[
+            ServerConfig(name="huge-line", **faulty("huge")),
+            ServerConfig(name="healthy", transport="http", url=healthy_http, timeout=HEALTHY_TIMEOUT),
+        ],
+    )
+    poller = Poller(store, config)
+    try:
+        huge_job, healthy_job = poller.jobs()
+        started = time.monotonic()
+        hog = asyncio.ensure_future(poller.poll_one(huge_job))
+        healthy_polls: list[float] = []
+        while not hog.done() and len(healthy_polls) < 100:
+            began = time.monotonic()
+            outcome = await poller.poll_one(healthy_job)
+            assert outcome.ok, outcome.error
+            healthy_polls.append(time.monotonic() - began)
+        failed = await hog
+        elapsed = time.monotonic() - started
+    finally:
+        poller.close()
+    assert not failed.ok and failed.error_kind in ("timeout", "limit"), failed.error
+    assert elapsed < FAULT_TIMEOUT + SHUTDOWN_ALLOWANCE
+    assert len(healthy_polls) >= 2 and max(healthy_polls) < FAULT_TIMEOUT, healthy_polls
+    with store.sessions() as session:
+        counts = dict(
+            session.execute(
+                select(Server.name, func.count(Snapshot.id))
+                .outerjoin(Snapshot, Snapshot.server_id == Server.id)
+                .group_by(Server.name)
+            ).all()
+        )
+        attempts = session.scalar(
+            select(func.count()).select_from(PollAttempt).where(PollAttempt.ok.is_(False))
+        )
+    assert counts == {"huge-line": 0, "healthy": 1} and attempts == 1

@@ -1,0 +1,173 @@
+"""Shared by the security tests: a `drift-monitor serve` subprocess, sign-in, and walking every route."""
+
+from __future__ import annotations
+
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.routing import Mount
+
+READY_TIMEOUT = 60.0
+INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\U000e0000-\U000e007f]")
+
+
+class Service:
+    """A `drift-monitor serve` subprocess; stdout and stderr (its logs) are kept, drained by a thread."""
+
+    def __init__(self, config: Path, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "monitor.cli", "serve", "--config", str(config), "--port", "0"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        self.lines: list[str] = []
+        ready: queue.Queue[str | None] = queue.Queue()
+
+        def pump() -> None:
+            assert self.process.stdout is not None
+            for line in self.process.stdout:
+                self.lines.append(line)
+                if line.startswith("READY "):
+                    ready.put(line.split()[1])
+            ready.put(None)
+
+        self._pump = threading.Thread(target=pump, daemon=True)
+        self._pump.start()
+        try:
+            url = ready.get(timeout=READY_TIMEOUT)
+        except queue.Empty:
+            self.stop()
+            raise RuntimeError("serve printed no READY line") from None
+        if url is None:
+            raise RuntimeError("serve exited before it was ready:\n" + "".join(self.lines[-30:]))
+        self.url = url
+
+    def stop(self) -> int:
+        """SIGTERM, as an operator would; SIGKILL only if it does not stop in time."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        self._pump.join(timeout=10)
+        return code
+
+    def output(self) -> str:
+        return "".join(self.lines)
+
+
+def migrate(config: Path, env: dict[str, str]) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "monitor.cli", "migrate", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def api_operations(schema: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(method, path, operation) for every operation in an OpenAPI document."""
+    return [
+        (method, path, operation)
+        for path, item in schema["paths"].items()
+        for method, operation in item.items()
+        if method in ("get", "post", "put", "patch", "delete")
+    ]
+
+
+def fill_path(path: str, operation: dict[str, Any], values: dict[str, str] | None = None) -> str:
+    """The path with each `{param}` replaced: by `values[param]`, else a value of the right type."""
+    types = {
+        p["name"]: p.get("schema", {}).get("type")
+        for p in operation.get("parameters", [])
+        if p["in"] == "path"
+    }
+    chosen = values or {}
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return chosen.get(name) or ("1" if types.get(name) == "integer" else "x")
+
+    return re.sub(r"\{([^}:]+)(?::[^}]*)?\}", value, path)
+
+
+def app_routes(app: FastAPI) -> list[tuple[str, str, bool]]:
+    """(method, path, in the OpenAPI schema) for every route of the app, included routers flattened
+    (FastAPI >= 0.16x keeps them nested; older versions copy them into `app.routes`), mounts aside."""
+    try:
+        from fastapi.routing import iter_route_contexts
+    except ImportError:  # older FastAPI
+        routes: list[Any] = list(app.routes)
+    else:
+        routes = list(iter_route_contexts(app.routes))
+    found = []
+    for route in routes:
+        if isinstance(getattr(route, "original_route", route), Mount):
+            continue
+        methods = getattr(route, "methods", None) or {"GET"}
+        for method in sorted(set(methods) - {"HEAD"}):
+            found.append((method.lower(), str(route.path), bool(getattr(route, "include_in_schema", False))))
+    return found
+
+
+class PageAudit(HTMLParser):
+    """What a hostile string could have become on a page: elements that run or load something,
+    event-handler or script-URL attributes, and invisible characters left raw in text or attributes."""
+
+    DANGEROUS = frozenset(
+        {"script", "iframe", "object", "embed", "img", "svg", "math", "base", "link", "style"}
+    )
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.problems: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        local = (dict(attrs).get("href") or "").startswith("/static/")
+        if tag in self.DANGEROUS and not (tag == "link" and local):
+            self.problems.append(f"<{tag}> element")
+        for name, value in attrs:
+            if name.startswith("on"):
+                self.problems.append(f"{name}= attribute on <{tag}>")
+            if name in ("href", "src", "action", "formaction") and value:
+                if value.strip().lower().startswith(("javascript:", "data:", "vbscript:")):
+                    self.problems.append(f"{name}={value!r} on <{tag}>")
+                if value.startswith("//") or "://" in value:
+                    self.problems.append(f"off-site {name}={value!r} on <{tag}>")
+            if value and INVISIBLE.search(value):
+                self.problems.append(f"raw invisible character in {name}= of <{tag}>")
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+        if INVISIBLE.search(data):
+            self.problems.append(f"raw invisible character in text: {data[:60]!r}")
+
+
+def audit(html: str) -> PageAudit:
+    parser = PageAudit()
+    parser.feed(html)
+    parser.close()
+    return parser
+
+
+def form_csrf_token(html: str) -> str:
+    match = re.search(r'name="csrf_token" value="([^"]+)"', html)
+    assert match, "the form carries no csrf_token field"
+    return match.group(1)

@@ -1,0 +1,292 @@
+"""The dashboard against hostile servers and cross-site requests.
+
+Hostile listings arrive the way they would in production: polled from real servers (an `MCPServer`
+serving tools whose names, titles, descriptions, annotations, schemas and `_meta` are markup,
+template syntax and invisible or bidi characters; a server whose error message is markup), through
+the Poller and Store, with alerts and a host session that carry hostile text too. Then every page
+route is fetched and parsed, and every form route is posted without, with wrong and with
+cross-site CSRF credentials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from faults.faults_harness import SERVERS_SCRIPT, ReadyProcess
+from helpers import server_command
+from security.security_harness import app_routes, audit, form_csrf_token
+from sqlalchemy import select
+
+from monitor.alerts import Alerting
+from monitor.app import CONTENT_SECURITY_POLICY, create_app
+from monitor.config import Config, MonitorSettings, ServerConfig
+from monitor.models import Alert
+from monitor.pages import CSRF_COOKIE, SESSION_COOKIE
+from monitor.poller import Poller
+from monitor.store import Store
+
+TOKEN_ENV = "SEC_DASHBOARD_TOKEN"
+TOKEN = "dashboard-token-51aa0c"
+SCRIPT = "<script>alert(1)</script>"
+IMG = '"><img src=x onerror=alert(1)>'
+HIDDEN = "Reads files.\u202eexe.gnp\u202c zero\u200bwidth \U000e0041\U000e0042 tags"
+TEMPLATE = "{{ 7*7 }} {% raw %} ${7*7} #{7*7}"
+
+
+def hostile_tools(version: int) -> list[dict[str, Any]]:
+    lookup = {
+        "name": "lookup",
+        "description": "Look a record up.",
+        "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+        "annotations": {"readOnlyHint": True},
+    }
+    tools = [
+        lookup,
+        {
+            "name": SCRIPT,
+            "title": IMG,
+            "description": f"{HIDDEN} {SCRIPT} {TEMPLATE}",
+            "inputSchema": {"type": "object", "properties": {IMG: {"type": "string", "description": SCRIPT}}},
+            "annotations": {"readOnlyHint": True, "title": "<iframe src=//evil.example>", "x-<b>": "<style>"},
+            "_meta": {"ui": "<script src=//evil.example/x.js></script>"},
+        },
+    ]
+    if version == 1:
+        return tools
+    flipped = {**lookup, "description": f"Look a record up {IMG} and write it.", "annotations": {}}
+    tools[0] = flipped
+    tools[1] = {**tools[1], "description": f"{tools[1]['description']} \u2066now\u2069 changed"}
+    tools.append({"name": IMG, "description": "javascript:alert(1)", "inputSchema": {"type": "object"}})
+    return tools
+
+
+@dataclass
+class World:
+    app: FastAPI
+    store: Store
+    alert_id: int
+    tool_names: list[str]
+
+
+@pytest.fixture
+def world(store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(hostile_tools(1)), encoding="utf-8")
+    command, *args = server_command("fastmcp_server.py", str(tools_file))
+    faulty = ReadyProcess([sys.executable, str(SERVERS_SCRIPT), "http"])
+    try:
+        base, _ = faulty.line
+        config = Config(
+            monitor=MonitorSettings(api_token_env=TOKEN_ENV, poll_timeout=20.0, alert_min_severity="high"),
+            servers=[
+                ServerConfig(name="hostile", transport="stdio", command=command, args=args),
+                ServerConfig(name="html-error", transport="http", url=f"{base}/html-error/mcp"),
+            ],
+        )
+        store.hooks.append(Alerting.from_config(config))
+        poller = Poller(store, config)
+        try:
+            jobs = poller.jobs()
+
+            async def polls() -> None:
+                await poller.poll(jobs)
+                tools_file.write_text(json.dumps(hostile_tools(2)), encoding="utf-8")
+                await poller.poll(jobs[:1])
+                await poller.poll(jobs[1:])
+                await poller.poll(
+                    jobs[1:]
+                )  # a third failure: server-unreachable, whose message is the markup
+
+            asyncio.run(polls())
+        finally:
+            poller.close()
+    finally:
+        faulty.stop()
+    app = create_app(store, config)
+    with TestClient(app) as client:
+        report = client.post(
+            "/api/v1/sessions",
+            json={
+                "server": "hostile",
+                "session_id": f"{SCRIPT}\u202esession",
+                "client": IMG,
+                "connected_at": "2026-01-01T00:00:00Z",
+                "tools": hostile_tools(1),
+            },
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+        assert report.status_code == 201, report.text
+    with store.sessions() as session:
+        alerts = session.scalars(select(Alert).where(Alert.state == "open")).all()
+    assert {a.rule for a in alerts} >= {"read-only-revoked", "server-unreachable"}, [a.rule for a in alerts]
+    yield World(app, store, alerts[0].id, [t["name"] for t in hostile_tools(2)])
+
+
+def signed_in(app: FastAPI) -> TestClient:
+    client = TestClient(app, follow_redirects=False)
+    login = client.get("/login")
+    response = client.post(
+        "/login", data={"csrf_token": form_csrf_token(login.text), "token": TOKEN, "next": "/"}
+    )
+    assert response.status_code == 303 and SESSION_COOKIE in client.cookies
+    return client
+
+
+def page_urls(world: World) -> dict[str, list[str]]:
+    """Concrete URLs for every page route, by its path template."""
+    tools = [f"/servers/hostile/tools/{quote(name, safe='')}" for name in world.tool_names]
+    return {
+        "/": ["/", "/?min_severity=info"],
+        "/servers/{name}": ["/servers/hostile", "/servers/html-error"],
+        "/servers/{name}/diff": ["/servers/hostile/diff", "/servers/hostile/diff?from=1&to=2"],
+        "/servers/{name}/tools/{tool:path}": tools,
+        "/alerts": [f"/alerts?state={s}" for s in ("open", "acknowledged", "resolved", "all")],
+        "/sessions": ["/sessions", "/sessions?stale=1"],
+        "/at": [
+            "/at",
+            "/at?server=hostile&time=2100-01-01T00:00:00Z",
+            "/at?server=html-error&time=2000-01-01",
+        ],
+        "/login": ["/login", f"/login?next={quote('//evil.example/' + SCRIPT)}"],
+    }
+
+
+def test_every_page_renders_hostile_text_inert_and_visible(world: World) -> None:
+    """Every page route (enumerated from the app, so a new page must be added here), signed in.
+    Must hold: 200 with the strict CSP; no element, event handler, script URL or off-site link that
+    a hostile string could have produced, and no raw invisible character anywhere; the markup is
+    shown as text, template syntax is not evaluated, and hidden characters appear as marked U+XXXX.
+    Error pages for hostile names hold to the same."""
+    templates = {
+        path for method, path, in_schema in app_routes(world.app) if method == "get" and not in_schema
+    }
+    templates = {p for p in templates if not p.startswith("/api/") and p not in ("/healthz", "/metrics")}
+    urls = page_urls(world)
+    assert templates == set(urls), "a page route without URLs to check here"
+    client = signed_in(world.app)
+    shown: dict[str, str] = {}
+    for url in [u for group in urls.values() for u in group]:
+        response = client.get(url)
+        assert response.status_code == 200, (url, response.status_code)
+        assert response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY, url
+        page = audit(response.text)
+        assert page.problems == [], (url, page.problems)
+        assert "<script>alert" not in response.text, url
+        shown[url] = response.text
+    server_page = shown["/servers/hostile"]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in server_page
+    assert "U+202E" in server_page and "U+200B" in server_page and "U+E0041" in server_page
+    assert "{{ 7*7 }}" in server_page and "${7*7}" in server_page, "template syntax is shown, not run"
+    assert "U+2066" in shown["/servers/hostile/diff?from=1&to=2"]
+    assert "read-only-revoked" in shown["/servers/hostile/diff?from=1&to=2"]
+    error_page = shown["/servers/html-error"]  # the client wrote the bidi controls out as \\u escapes
+    assert "&lt;script&gt;alert(&#34;err&#34;)" in error_page and "\\u202egnp.exe" in error_page
+    assert "&lt;script&gt;" in shown["/sessions"]
+    for url in (
+        f"/servers/{quote(SCRIPT, safe='')}",
+        f"/servers/hostile/tools/{quote(IMG + HIDDEN, safe='')}",
+        f"/servers/hostile/diff?from={quote(SCRIPT)}",
+        f"/at?server=hostile&time={quote(IMG)}",
+        f"/alerts?state={quote(SCRIPT)}",
+    ):
+        response = client.get(url)
+        assert response.status_code in (404, 422), (url, response.status_code)
+        assert response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+        assert audit(response.text).problems == [], (url, audit(response.text).problems)
+
+
+# --- CSRF on every form ----------------------------------------------------------------------------
+
+
+def fresh_csrf(app: FastAPI) -> str:
+    """A valid CSRF token, as a page sets it in its cookie and its forms."""
+    response = TestClient(app).get("/login")
+    return response.cookies[CSRF_COOKIE]
+
+
+def other_key_csrf(store: Store, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A well-formed token signed by another deployment (another API token)."""
+    monkeypatch.setenv("SEC_OTHER_TOKEN", "a-different-token-entirely")
+    other = create_app(store, Config(monitor=MonitorSettings(api_token_env="SEC_OTHER_TOKEN")))
+    return TestClient(other).get("/login").cookies[CSRF_COOKIE]
+
+
+def test_every_form_refuses_missing_wrong_and_cross_site_csrf(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every form route (the app's non-API POST routes), each sent without a CSRF token, with only
+    the cookie or only the field, with two valid tokens that do not match, with a forged or a
+    foreign-key token, and with a valid token but from another site (Sec-Fetch-Site: cross-site, or a
+    foreign Origin). Must hold: 403, and nothing happened (no sign-in cookie, no sign-out, the alert
+    still open); the same request with a valid same-site token works."""
+    forms = sorted(p for m, p, in_schema in app_routes(world.app) if m == "post" and not in_schema)
+    forms = [p for p in forms if not p.startswith("/api/")]
+    assert forms == ["/alerts/{alert_id}/ack", "/login", "/logout"], forms
+    session = signed_in(world.app).cookies[SESSION_COOKIE]
+    urls = {
+        "/login": ("/login", {"token": TOKEN, "next": "/"}),
+        "/logout": ("/logout", {}),
+        "/alerts/{alert_id}/ack": (f"/alerts/{world.alert_id}/ack", {"next": "/alerts"}),
+    }
+    foreign = other_key_csrf(world.store, monkeypatch)
+    for form in forms:
+        url, fields = urls[form]
+        good = fresh_csrf(world.app)
+        bad_cases: list[tuple[str, str | None, str | None, dict[str, str]]] = [
+            ("no token", None, None, {}),
+            ("cookie only", good, None, {}),
+            ("field only", None, good, {}),
+            ("two tokens that differ", good, fresh_csrf(world.app), {}),
+            ("forged", "nonce.0000", "nonce.0000", {}),
+            ("unsigned", "nonce", "nonce", {}),
+            ("another deployment's", foreign, foreign, {}),
+            ("cross-site", good, good, {"Sec-Fetch-Site": "cross-site"}),
+            ("foreign origin", good, good, {"Origin": "https://evil.example"}),
+            ("foreign origin, same host name", good, good, {"Origin": "http://testserver.evil.example"}),
+        ]
+        for what, cookie, field, headers in bad_cases:
+            response = _post(world.app, url, fields, session, cookie, field, headers)
+            assert response.status_code == 403, (form, what, response.status_code)
+            set_cookie = response.headers.get("set-cookie", "")
+            assert SESSION_COOKIE not in set_cookie, (form, what, "signed in or out anyway")
+            assert audit(response.text).problems == []
+        if form == "/alerts/{alert_id}/ack":
+            assert _alert_state(world) == "open", "a refused form acknowledged the alert"
+        response = _post(world.app, url, fields, session, good, good, {"Origin": "http://testserver"})
+        assert response.status_code == 303, (form, response.status_code, response.text[:300])
+    assert _alert_state(world) == "acknowledged"
+
+
+def _post(
+    app: FastAPI,
+    url: str,
+    fields: dict[str, str],
+    session: str,
+    cookie: str | None,
+    field: str | None,
+    headers: dict[str, str],
+) -> Any:
+    client = TestClient(app, follow_redirects=False)
+    client.cookies.set(SESSION_COOKIE, session)
+    if cookie is not None:
+        client.cookies.set(CSRF_COOKIE, cookie)
+    data = {**fields, **({"csrf_token": field} if field is not None else {})}
+    return client.post(url, data=data, headers=headers)
+
+
+def _alert_state(world: World) -> str:
+    with world.store.sessions() as session:
+        alert = session.get(Alert, world.alert_id)
+        assert alert is not None
+        return alert.state
