@@ -45,6 +45,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        if not type(exc).__module__.startswith("sqlalchemy"):
+            raise
+        # A full, read-only or unreachable database: say so in one line, not a traceback.
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        print(f"drift-monitor: database error: {make_visible(reason)}", file=sys.stderr)
+        return EXIT_USAGE
     return code
 
 

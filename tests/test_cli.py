@@ -158,3 +158,14 @@ def test_migrate_and_poll_through_the_command_line(tmp_path: Path) -> None:
         assert any(line.startswith("FAIL dead") and "connection refused" in line for line in lines)
         unknown = run("poll", "--config", str(config), "nope")
         assert unknown.returncode == 2 and "no server named 'nope'" in unknown.stderr
+
+
+def test_database_errors_are_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "not-a-database.db"
+    db.write_bytes(b"this is not SQLite" * 100)
+    config = tmp_path / "monitor.toml"
+    config.write_text(f'[monitor]\ndatabase_url = "sqlite:///{db}"\n')
+    result = run("migrate", "--config", str(config))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("drift-monitor: database error:") and "not a database" in result.stderr
