@@ -16,8 +16,8 @@ from typing import Any
 
 from deepdiff import DeepDiff
 
-from monitor.diff import diff_canonical, diff_listings
-from monitor.fingerprint import CanonicalListing
+from monitor.core.diff import diff_canonical, diff_listings
+from monitor.core.fingerprint import CanonicalListing
 
 WORDS = [
     *("index", "search", "record", "tenant", "rebuild", "query", "result", "page", "cursor", "store"),

@@ -46,9 +46,9 @@ import mcp_types as types
 from mcp.client import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from monitor.collect.poller import Job, Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
-from monitor.fingerprint import CanonicalListing
-from monitor.poller import Job, Poller
+from monitor.core.fingerprint import CanonicalListing
 from monitor.store import Store, make_engine, migrate
 
 HERE = Path(__file__).resolve().parent

@@ -48,8 +48,8 @@ from bench_poll import FleetProcess, fleet
 from sqlalchemy import create_engine, select, text
 
 from monitor.config import MonitorSettings
-from monitor.models import PollAttempt, Server
 from monitor.store import make_engine
+from monitor.store.models import PollAttempt, Server
 
 SERVERS = 1000
 TOOLS = 10

@@ -27,10 +27,10 @@ from sqlalchemy import Engine, insert
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from monitor.app import create_app
 from monitor.config import Config, MonitorSettings
-from monitor.fingerprint import canonical_tool
-from monitor.models import (
+from monitor.core.fingerprint import canonical_tool
+from monitor.store import Store, make_engine, migrate
+from monitor.store.models import (
     Alert,
     FindingRecord,
     Listing,
@@ -40,7 +40,7 @@ from monitor.models import (
     Snapshot,
     ToolDefinition,
 )
-from monitor.store import Store, make_engine, migrate
+from monitor.webapp.app import create_app
 
 SERVERS = 500
 VERSIONS = 40

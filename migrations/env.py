@@ -5,8 +5,8 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection
 
-from monitor.models import Base
 from monitor.store import make_engine
+from monitor.store.models import Base
 
 config = context.config
 target_metadata = Base.metadata

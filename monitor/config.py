@@ -32,10 +32,10 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from monitor.rules import Severity
+from monitor.core.rules import Severity
 
 if TYPE_CHECKING:
-    from monitor.client import Limits, Target
+    from monitor.collect.client import Limits, Target
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -187,7 +187,7 @@ class HostPolicy:
     under a `*.domain` wildcard, or (it, or every address it resolves to) inside a listed network;
     a name entry never unlocks a refused network, only a network entry does. Config-file servers
     are trusted and not checked. Checked at registration and again, address by address, at every
-    connect (see `monitor.client`), so a name that later resolves elsewhere is still refused.
+    connect (see `monitor.collect.client`), so a name that later resolves elsewhere is still refused.
     """
 
     entries: tuple[str, ...] = ()
@@ -330,7 +330,7 @@ class MonitorSettings(BaseSettings):
         return env_settings, init_settings
 
     def limits(self, server: ServerConfig | None = None) -> Limits:
-        from monitor.client import Limits  # the MCP SDK is heavy; the offline commands never need it
+        from monitor.collect.client import Limits  # the MCP SDK is heavy; the offline commands never need it
 
         timeout = server.timeout if server and server.timeout else self.poll_timeout
         return Limits(
@@ -357,7 +357,7 @@ class Config:
 
     def target(self, server: ServerConfig, environ: Mapping[str, str] | None = None) -> Target:
         """The server with `${VAR}`s expanded, ready to poll."""
-        from monitor.client import Target
+        from monitor.collect.client import Target
 
         env = os.environ if environ is None else environ
         where = f"{self.source}: server {server.name!r}"

@@ -12,15 +12,15 @@ from datetime import UTC, datetime, timedelta
 
 import uvicorn
 
-from monitor import sessions
-from monitor.alerts import Alerting
-from monitor.app import create_app
+from monitor.collect.poller import Job, Poller
+from monitor.collect.scheduler import LeaseRelease, Scheduler, instance_id, lock_sqlite
+from monitor.collect.watch import SilentChangeCheck, WatchManager
 from monitor.config import Config
-from monitor.poller import Job, Poller
-from monitor.scheduler import LeaseRelease, Scheduler, instance_id, lock_sqlite
+from monitor.notify import sessions
+from monitor.notify.alerts import Alerting
+from monitor.notify.webhooks import Deliverer
 from monitor.store import PollOutcome, Store, check_schema, make_engine
-from monitor.watch import SilentChangeCheck, WatchManager
-from monitor.webhooks import Deliverer
+from monitor.webapp.app import create_app
 
 log = logging.getLogger("drift_monitor.service")
 

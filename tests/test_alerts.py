@@ -16,13 +16,13 @@ from receiver import Receiver
 from sqlalchemy import Engine, func, select, text
 from sqlalchemy.orm import Session
 
-from monitor.alerts import Alerting, acknowledge, open_or_attach, resolve_matching
 from monitor.config import Config, MonitorSettings, ServerConfig, WebhookConfig
-from monitor.fingerprint import CanonicalListing
-from monitor.models import Alert, AlertFinding, FindingRecord, Server, Snapshot, WebhookDelivery
-from monitor.rules import Severity
+from monitor.core.fingerprint import CanonicalListing
+from monitor.core.rules import Severity
+from monitor.notify.alerts import Alerting, acknowledge, open_or_attach, resolve_matching
+from monitor.notify.webhooks import Deliverer
 from monitor.store import Store
-from monitor.webhooks import Deliverer
+from monitor.store.models import Alert, AlertFinding, FindingRecord, Server, Snapshot, WebhookDelivery
 
 SECRET_ENV = "TEST_ALERT_WEBHOOK_SECRET"
 KEY = b"alert webhook key"

@@ -19,11 +19,11 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
-from monitor.app import create_app
 from monitor.config import Config, MonitorSettings, ServerConfig
-from monitor.fingerprint import CanonicalListing, fingerprint
-from monitor.models import Alert, AlertFinding, FindingRecord, Server, WebhookDelivery
+from monitor.core.fingerprint import CanonicalListing, fingerprint
 from monitor.store import PollOutcome, Store
+from monitor.store.models import Alert, AlertFinding, FindingRecord, Server, WebhookDelivery
+from monitor.webapp.app import create_app
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TOKEN = "test-token-7f3a"

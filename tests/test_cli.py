@@ -71,8 +71,8 @@ def test_identical_listings(flip: tuple[Path, Path]) -> None:
 
 
 def test_fingerprint_command_matches_library(flip: tuple[Path, Path]) -> None:
-    from monitor.fingerprint import fingerprint
-    from monitor.listing import load_listing
+    from monitor.core.fingerprint import fingerprint
+    from monitor.core.listing import load_listing
 
     result = run("fingerprint", str(flip[0]))
     assert result.returncode == 0

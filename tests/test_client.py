@@ -1,4 +1,4 @@
-"""monitor.client against real servers: the SDK's MCPServer, a third-party server, and hostile ones."""
+"""monitor.collect.client against real servers: the SDK's MCPServer, a third-party one, and hostile ones."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from helpers import child_processes, http_server, server_command
 from mcp.client import ClientSession, IncomingMessage
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from monitor.client import FetchedListing, Limits, PollError, Target, fetch_listing
+from monitor.collect.client import FetchedListing, Limits, PollError, Target, fetch_listing
 
 TIMEOUT = 1.5
 LIMITS = Limits(timeout=10.0)

@@ -10,9 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitor.diff import diff_listings
-from monitor.fingerprint import CanonicalListing, canonical_form, fingerprint, tool_fingerprint
-from monitor.listing import ListingError, parse_listing
+from monitor.core.diff import diff_listings
+from monitor.core.fingerprint import CanonicalListing, canonical_form, fingerprint, tool_fingerprint
+from monitor.core.listing import ListingError, parse_listing
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
 json_values = st.recursive(

@@ -30,11 +30,11 @@ from test_api import (
     populate,
 )
 
-from monitor import sessions
-from monitor.app import CONTENT_SECURITY_POLICY
-from monitor.models import Alert
-from monitor.pages import SESSION_SECONDS, session_cookie_value
+from monitor.notify import sessions
 from monitor.store import Store
+from monitor.store.models import Alert
+from monitor.webapp.app import CONTENT_SECURITY_POLICY
+from monitor.webapp.pages import SESSION_SECONDS, session_cookie_value
 
 RAW_HIDDEN = ("\u202e", "\u202c", "\U000e0041", "\U000e0042", "\u200b")
 
@@ -231,7 +231,7 @@ def test_security_headers_on_every_kind_of_response(client: TestClient) -> None:
 
 
 def test_templates_use_no_safe_filter_and_no_inline_script() -> None:
-    from monitor.app import WEB
+    from monitor.webapp.app import WEB
 
     for template in (WEB / "templates").glob("*.html"):
         text = template.read_text()

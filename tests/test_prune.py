@@ -15,8 +15,9 @@ from sqlalchemy import Engine, func, select
 
 from monitor.cli import main
 from monitor.config import ServerConfig
-from monitor.fingerprint import CanonicalListing
-from monitor.models import (
+from monitor.core.fingerprint import CanonicalListing
+from monitor.store import Store, make_engine, migrate, prune_poll_attempts
+from monitor.store.models import (
     Alert,
     AlertFinding,
     Base,
@@ -30,7 +31,6 @@ from monitor.models import (
     ToolDefinition,
     WebhookDelivery,
 )
-from monitor.store import Store, make_engine, migrate, prune_poll_attempts
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 OLD = NOW - timedelta(days=40)

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from monitor.diff import diff_listings
-from monitor.listing import effective_hints
-from monitor.rules import CATALOG, TOOL_RULES, Finding, Severity
+from monitor.core.diff import diff_listings
+from monitor.core.listing import effective_hints
+from monitor.core.rules import CATALOG, TOOL_RULES, Finding, Severity
 
 
 def tool(name: str = "t", **fields: Any) -> dict[str, Any]:

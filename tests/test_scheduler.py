@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from monitor.collect.poller import Poller
+from monitor.collect.scheduler import LEASE_MARGIN, InstanceLockError, Scheduler, lock_sqlite
 from monitor.config import Config, MonitorSettings, ServerConfig
-from monitor.models import Server
-from monitor.poller import Poller
-from monitor.scheduler import LEASE_MARGIN, InstanceLockError, Scheduler, lock_sqlite
 from monitor.store import Store
+from monitor.store.models import Server
 
 INTERVAL = 60.0
 

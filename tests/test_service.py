@@ -21,7 +21,7 @@ import pytest
 from helpers import http_server
 from receiver import Receiver
 
-from monitor.fingerprint import fingerprint
+from monitor.core.fingerprint import fingerprint
 
 KEY = b"service test key"
 SECRET_ENV = "TEST_SERVICE_WEBHOOK_SECRET"
@@ -255,7 +255,7 @@ def test_delivery_survives_sigkill(tmp_path: Path, database_url: str) -> None:
             try:
                 from sqlalchemy import create_engine, func, select
 
-                from monitor.models import WebhookDelivery
+                from monitor.store.models import WebhookDelivery
 
                 engine = create_engine(database_url)
                 deadline = time.monotonic() + 20

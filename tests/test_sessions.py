@@ -8,11 +8,10 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from monitor.alerts import Alerting
 from monitor.config import ServerConfig
-from monitor.fingerprint import CanonicalListing, fingerprint
-from monitor.models import Alert, HostSession
-from monitor.sessions import (
+from monitor.core.fingerprint import CanonicalListing, fingerprint
+from monitor.notify.alerts import Alerting
+from monitor.notify.sessions import (
     SessionError,
     UnknownServer,
     check_sessions,
@@ -22,6 +21,7 @@ from monitor.sessions import (
     register_session,
 )
 from monitor.store import Store
+from monitor.store.models import Alert, HostSession
 
 T0 = datetime(2026, 1, 1, 14, 0, tzinfo=UTC)
 GRACE = timedelta(minutes=5)

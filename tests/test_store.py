@@ -15,8 +15,10 @@ from alembic.runtime.migration import MigrationContext
 from helpers import http_server
 from sqlalchemy import Engine, func, select
 
+from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
-from monitor.models import (
+from monitor.store import PollOutcome, Store, current_revision, make_engine, migrate
+from monitor.store.models import (
     Base,
     FindingRecord,
     Listing,
@@ -26,8 +28,6 @@ from monitor.models import (
     Snapshot,
     ToolDefinition,
 )
-from monitor.poller import Poller
-from monitor.store import PollOutcome, Store, current_revision, make_engine, migrate
 
 
 def make_tools(count: int) -> list[dict[str, Any]]:
@@ -174,7 +174,7 @@ def test_unreachable_after_three_failures_then_recovery(store: Store, engine: En
 
 def test_unchanged_polls_keep_a_span_and_trim_attempts(store: Store, engine: Engine) -> None:
     server_id = store.sync_servers([http_config("s", "http://127.0.0.1:9/mcp")], datetime.now(UTC))["s"]
-    from monitor.fingerprint import CanonicalListing
+    from monitor.core.fingerprint import CanonicalListing
 
     listing = CanonicalListing.of(make_tools(5))
     start = datetime(2026, 1, 1, tzinfo=UTC)
@@ -200,7 +200,7 @@ def test_unchanged_polls_keep_a_span_and_trim_attempts(store: Store, engine: Eng
 
 
 def test_snapshot_in_force_at_a_time(store: Store) -> None:
-    from monitor.fingerprint import CanonicalListing
+    from monitor.core.fingerprint import CanonicalListing
 
     server_id = store.sync_servers([http_config("s", "http://127.0.0.1:9/mcp")], datetime.now(UTC))["s"]
     listings = [CanonicalListing.of(make_tools(n)) for n in (1, 2, 1)]
@@ -231,8 +231,8 @@ def test_snapshot_in_force_at_a_time(store: Store) -> None:
 def test_a_failure_mid_poll_leaves_nothing_half_written(
     store: Store, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from monitor import store as store_module
-    from monitor.fingerprint import CanonicalListing
+    from monitor.core.fingerprint import CanonicalListing
+    from monitor.store import polls as store_module
 
     server_id = store.sync_servers([http_config("s", "http://127.0.0.1:9/mcp")], datetime.now(UTC))["s"]
     at = datetime(2026, 1, 1, tzinfo=UTC)

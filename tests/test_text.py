@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.text import hidden_characters, is_hidden, make_visible, word_diff
+from monitor.core.text import hidden_characters, is_hidden, make_visible, word_diff
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
-"""monitor.client.watch_list_changed against the SDK's MCPServer: both eras, stdio and Streamable HTTP.
+"""monitor.collect.client.watch_list_changed against the SDK's MCPServer: both eras, stdio and HTTP.
 
-The watch runs in an asyncio task, as `monitor.watch` runs it, and its callbacks run in worker
+The watch runs in an asyncio task, as `monitor.collect.watch` runs it, and its callbacks run in worker
 threads, so the test waits for them on thread-safe queues (from a thread of its own, with a
 bound) and never sleeps to synchronise.
 """
@@ -26,8 +26,8 @@ import anyio.to_thread
 import pytest
 from helpers import child_processes, http_server, http_server_process, server_command
 
-import monitor.client
-from monitor.client import Limits, PollError, Target, fetch_listing, watch_list_changed
+import monitor.collect.client
+from monitor.collect.client import Limits, PollError, Target, fetch_listing, watch_list_changed
 
 LIMITS = Limits(timeout=10.0)
 """Generous for connecting: a cold interpreter importing the SDK takes about a second."""
@@ -396,7 +396,7 @@ async def test_keep_alive_finds_a_hung_server(
     tools_file: Path, era: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A stopped server keeps its connections open; only a request that goes unanswered shows it."""
-    monkeypatch.setattr(monitor.client, "KEEPALIVE_INTERVAL", 0.2)
+    monkeypatch.setattr(monitor.collect.client, "KEEPALIVE_INTERVAL", 0.2)
     limits = Limits(timeout=1.0)
     args = (str(tools_file), "--list-changed", "notify")
     with http_server_process("fastmcp_server.py", *args) as (url, process):

@@ -22,9 +22,7 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from monitor.config import WebhookConfig
-from monitor.models import DeliveryAttempt, WebhookDelivery
-from monitor.store import make_engine
-from monitor.webhooks import (
+from monitor.notify.webhooks import (
     Deliverer,
     backoff_delay,
     enqueue,
@@ -35,6 +33,8 @@ from monitor.webhooks import (
     slack_message,
     wake_after_commit,
 )
+from monitor.store import make_engine
+from monitor.store.models import DeliveryAttempt, WebhookDelivery
 
 SECRET_ENV = "TEST_WEBHOOK_SECRET"
 SECRET = "whsec_" + base64.b64encode(b"a 32-byte key for the test hook!").decode()
@@ -329,7 +329,7 @@ async def test_errors_and_logs_carry_no_secret(
     url = f"http://127.0.0.1:{receiver.port}/services/T0/B0/xoxb-secret-path-token"
     webhook = hook(url)
     (delivery_id,) = add(engine, webhook)
-    with caplog.at_level(logging.DEBUG, logger="monitor.webhooks"):
+    with caplog.at_level(logging.DEBUG, logger="monitor.notify.webhooks"):
         assert await Deliverer(engine, [webhook]).deliver_due() == 1
     (attempt,) = attempts(engine, delivery_id)
     stored = f"{attempt.error} {delivery(engine, delivery_id).last_error}"
@@ -372,7 +372,7 @@ from datetime import UTC, datetime
 from sqlalchemy.orm import Session, sessionmaker
 from monitor.config import WebhookConfig
 from monitor.store import make_engine
-from monitor.webhooks import Deliverer, enqueue
+from monitor.notify.webhooks import Deliverer, enqueue
 
 engine = make_engine(sys.argv[1])
 webhook = WebhookConfig(name="ops", url=sys.argv[2], secret_env=sys.argv[3])

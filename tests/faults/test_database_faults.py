@@ -29,12 +29,12 @@ from sqlalchemy import Engine, create_engine, event, func, select, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 
-from monitor import scheduler as scheduler_module
+from monitor.collect import scheduler as scheduler_module
+from monitor.collect.poller import Job, Poller
+from monitor.collect.scheduler import LeaseRelease, Scheduler
 from monitor.config import Config, MonitorSettings, ServerConfig
-from monitor.models import Listing, PollAttempt, Server, Snapshot
-from monitor.poller import Job, Poller
-from monitor.scheduler import LeaseRelease, Scheduler
 from monitor.store import PollOutcome, Store, make_engine, migrate
+from monitor.store.models import Listing, PollAttempt, Server, Snapshot
 
 PG_URL = os.environ.get("DRIFT_MONITOR_TEST_PG_URL")
 PG_CTL_TIMEOUT = 60.0

@@ -19,11 +19,11 @@ from faults.faults_harness import HEALTHY_TOOLS, SERVERS_SCRIPT, refused_url
 from helpers import server_command
 from sqlalchemy import func, select
 
+from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
-from monitor.fingerprint import fingerprint
-from monitor.models import Listing, ListingTool, PollAttempt, Server, Snapshot, ToolDefinition
-from monitor.poller import Poller
+from monitor.core.fingerprint import fingerprint
 from monitor.store import PollOutcome, Store, make_engine, migrate
+from monitor.store.models import Listing, ListingTool, PollAttempt, Server, Snapshot, ToolDefinition
 
 FAULT_TIMEOUT = 4.0
 HEALTHY_TIMEOUT = 30.0

@@ -27,13 +27,13 @@ from helpers import server_command
 from security.security_harness import app_routes, audit, form_csrf_token
 from sqlalchemy import select
 
-from monitor.alerts import Alerting
-from monitor.app import CONTENT_SECURITY_POLICY, create_app
+from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
-from monitor.models import Alert
-from monitor.pages import CSRF_COOKIE, SESSION_COOKIE
-from monitor.poller import Poller
+from monitor.notify.alerts import Alerting
 from monitor.store import Store
+from monitor.store.models import Alert
+from monitor.webapp.app import CONTENT_SECURITY_POLICY, create_app
+from monitor.webapp.pages import CSRF_COOKIE, SESSION_COOKIE
 
 TOKEN_ENV = "SEC_DASHBOARD_TOKEN"
 TOKEN = "dashboard-token-51aa0c"

@@ -14,9 +14,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from security.security_harness import api_operations, app_routes, fill_path
 
-from monitor.app import create_app
 from monitor.config import Config, MonitorSettings
 from monitor.store import PollOutcome, Store
+from monitor.webapp.app import create_app
 
 TOKEN_ENV = "SEC_ROUTE_TOKEN"
 TOKEN = "route-token-6a1c29f0e4b7"

@@ -21,9 +21,10 @@ from fastapi.testclient import TestClient
 from helpers import http_server, server_command
 from sqlalchemy import func, select
 
-from monitor import client as client_module
-from monitor.app import create_app
-from monitor.client import Limits, Target, fetch_listing
+from monitor.collect import client as client_module
+from monitor.collect.client import Limits, Target, fetch_listing
+from monitor.collect.poller import Poller
+from monitor.collect.scheduler import Scheduler
 from monitor.config import (
     Config,
     ConfigError,
@@ -33,11 +34,10 @@ from monitor.config import (
     host_literal,
     load_config,
 )
-from monitor.models import Server
-from monitor.poller import Poller
-from monitor.scheduler import Scheduler
 from monitor.service import _poll_now
 from monitor.store import Store
+from monitor.store.models import Server
+from monitor.webapp.app import create_app
 
 TOKEN_ENV = "SEC_REGISTRATION_TOKEN"
 TOKEN = "registration-token-93d1"

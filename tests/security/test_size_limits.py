@@ -20,11 +20,11 @@ from faults.faults_harness import SERVERS_SCRIPT, ReadyProcess
 from helpers import http_server, server_command
 from sqlalchemy import func, select
 
-from monitor.app import create_app
+from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
-from monitor.models import PollAttempt, Snapshot, ToolDefinition
-from monitor.poller import Poller
 from monitor.store import Store
+from monitor.store.models import PollAttempt, Snapshot, ToolDefinition
+from monitor.webapp.app import create_app
 
 TOKEN_ENV = "SEC_LIMITS_TOKEN"
 TOKEN = "limits-token-2f8e"

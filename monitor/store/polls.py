@@ -1,4 +1,4 @@
-"""Storage: one engine per process, short sessions, and one transaction per poll.
+"""The poll transaction: one transaction per poll, content-addressed listings, versions as spans.
 
 Every write of one poll (tool definitions, listing, snapshot span, findings, attempt, server
 state) commits together or not at all, so a crash mid-poll leaves no half snapshot.
@@ -6,26 +6,20 @@ state) commits together or not at all, so a crash mid-poll leaves no half snapsh
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from alembic import command
-from alembic.config import Config as AlembicConfig
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, and_, create_engine, delete, event, func, or_, select
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from monitor.config import ServerConfig
-from monitor.diff import diff_changes
-from monitor.fingerprint import CanonicalListing
-from monitor.models import (
-    DeliveryAttempt,
+from monitor.core.diff import diff_changes
+from monitor.core.fingerprint import CanonicalListing
+from monitor.core.rules import CATALOG, Finding, Severity, ToolChange
+from monitor.store.db import insert as _insert
+from monitor.store.models import (
     FindingRecord,
     Listing,
     ListingTool,
@@ -33,73 +27,9 @@ from monitor.models import (
     Server,
     Snapshot,
     ToolDefinition,
-    WebhookDelivery,
 )
-from monitor.rules import CATALOG, Finding, Severity, ToolChange
 
-ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
-
-
-def make_engine(url: str) -> Engine:
-    """The process's engine. SQLite gets WAL, a busy timeout and enforced foreign keys."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        database = parsed.database
-        if database and database != ":memory:":
-            Path(database).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
-
-        @event.listens_for(engine, "connect")
-        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
-            cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.execute("PRAGMA synchronous=NORMAL")
-            cursor.close()
-
-        return engine
-    return create_engine(url, pool_pre_ping=True)
-
-
-def render_url(url: str) -> str:
-    """The database URL with any password hidden, for messages."""
-    return make_url(url).render_as_string(hide_password=True)
-
-
-def alembic_config(url: str | None = None) -> AlembicConfig:
-    config = AlembicConfig(str(ROOT / "alembic.ini"))
-    config.set_main_option("script_location", str(ROOT / "migrations"))
-    if url:
-        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
-    return config
-
-
-def migrate(engine: Engine) -> str:
-    """Bring the database to the newest schema; returns the head revision."""
-    config = alembic_config()
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "head")
-    head = ScriptDirectory.from_config(config).get_current_head()
-    return head or "base"
-
-
-def current_revision(engine: Engine) -> str | None:
-    with engine.connect() as connection:
-        return MigrationContext.configure(connection).get_current_revision()
-
-
-class SchemaNotReady(RuntimeError):
-    """The database is not at the newest schema: `drift-monitor migrate` fixes it."""
-
-
-def check_schema(engine: Engine) -> None:
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    current = current_revision(engine)
-    if current != head:
-        state = "empty" if current is None else f"at revision {current}"
-        raise SchemaNotReady(f"database is {state}, not at {head}: run `drift-monitor migrate`")
 
 
 @dataclass
@@ -379,11 +309,6 @@ def _lock_server(session: Session, server_id: int) -> Server:
     return server
 
 
-def _insert(session: Session) -> Any:
-    """The dialect's INSERT, which knows ON CONFLICT DO NOTHING."""
-    return postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
-
-
 def _store_listing(session: Session, listing: CanonicalListing, metas: dict[str, Any], now: datetime) -> int:
     """The listing's id, storing it and any tool definitions not yet known."""
     existing = session.scalar(select(Listing.id).where(Listing.fingerprint == listing.fingerprint))
@@ -497,102 +422,3 @@ def _chunks(items: list[T], size: int) -> Iterable[list[T]]:
 
 def _ms(start: datetime, end: datetime) -> float:
     return (end - start).total_seconds() * 1000
-
-
-def prune_poll_attempts(
-    engine: Engine,
-    *,
-    older_than: datetime,
-    batch_size: int = 5000,
-    dry_run: bool = False,
-    progress: Callable[[str, int, int], None] | None = None,
-) -> dict[str, int]:
-    """Delete the attempt records from before `older_than`, `batch_size` rows per transaction.
-
-    Trims `poll_attempts` (successes and failures) that started before the cutoff, and webhook
-    deliveries that finished before it (`delivered` then, or `expired` by then) together with their
-    `delivery_attempts`. Pending deliveries are never touched, nor are servers, snapshots, findings,
-    listings, tool definitions, alerts or host sessions: the history stays whole.
-
-    Each batch commits on its own, so the monitor keeps running alongside, and an interrupted prune
-    has kept what it did. Batches walk the primary key upwards (keyset), so the whole run reads
-    each row once. `progress(table, deleted_in_batch, deleted_so_far)` follows every commit.
-    Returns the rows deleted per table; with `dry_run`, the rows that would be, changing nothing.
-    """
-    if batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
-    if older_than.tzinfo is None:
-        raise ValueError("older_than must be an aware datetime")
-    sessions = sessionmaker(engine)
-    attempt_is_old = PollAttempt.started_at < older_than
-    delivery_is_done = or_(
-        and_(WebhookDelivery.state == "delivered", WebhookDelivery.delivered_at < older_than),
-        and_(WebhookDelivery.state == "expired", WebhookDelivery.expires_at < older_than),
-    )
-    totals = {"poll_attempts": 0, "webhook_deliveries": 0, "delivery_attempts": 0}
-
-    if dry_run:
-        with sessions() as session:
-            done_ids = select(WebhookDelivery.id).where(delivery_is_done)
-            totals["poll_attempts"] = (
-                session.scalar(select(func.count()).select_from(PollAttempt).where(attempt_is_old)) or 0
-            )
-            totals["webhook_deliveries"] = (
-                session.scalar(select(func.count()).select_from(WebhookDelivery).where(delivery_is_done)) or 0
-            )
-            totals["delivery_attempts"] = (
-                session.scalar(
-                    select(func.count())
-                    .select_from(DeliveryAttempt)
-                    .where(DeliveryAttempt.delivery_id.in_(done_ids))
-                )
-                or 0
-            )
-        return totals
-
-    def report(table: str, count: int) -> None:
-        totals[table] += count
-        if progress is not None:
-            progress(table, count, totals[table])
-
-    last_attempt: int | None = None
-    while True:
-        with sessions.begin() as session:
-            attempt_ids = select(PollAttempt.id).where(attempt_is_old)
-            if last_attempt is not None:
-                attempt_ids = attempt_ids.where(PollAttempt.id > last_attempt)
-            attempt_batch = attempt_ids.order_by(PollAttempt.id).limit(batch_size).subquery()
-            upper = session.scalar(select(func.max(attempt_batch.c.id)))
-            if upper is None:
-                break
-            in_batch = [attempt_is_old, PollAttempt.id <= upper]
-            if last_attempt is not None:
-                in_batch.append(PollAttempt.id > last_attempt)
-            deleted = session.connection().execute(delete(PollAttempt).where(*in_batch)).rowcount
-        last_attempt = upper
-        report("poll_attempts", deleted)
-
-    last_delivery: str | None = None
-    while True:
-        with sessions.begin() as session:
-            delivery_ids = select(WebhookDelivery.id).where(delivery_is_done)
-            if last_delivery is not None:
-                delivery_ids = delivery_ids.where(WebhookDelivery.id > last_delivery)
-            delivery_batch = delivery_ids.order_by(WebhookDelivery.id).limit(batch_size).subquery()
-            upper_id = session.scalar(select(func.max(delivery_batch.c.id)))
-            if upper_id is None:
-                break
-            chosen = [delivery_is_done, WebhookDelivery.id <= upper_id]
-            if last_delivery is not None:
-                chosen.append(WebhookDelivery.id > last_delivery)
-            connection = session.connection()
-            attempts = connection.execute(
-                delete(DeliveryAttempt).where(
-                    DeliveryAttempt.delivery_id.in_(select(WebhookDelivery.id).where(*chosen))
-                )
-            ).rowcount
-            deliveries = connection.execute(delete(WebhookDelivery).where(*chosen)).rowcount
-        last_delivery = upper_id
-        report("delivery_attempts", attempts)
-        report("webhook_deliveries", deliveries)
-    return totals

@@ -1,7 +1,7 @@
 """The JSON API under /api/v1 (SPEC section 8), its bearer-token auth and the Prometheus metrics.
 
-The API reads storage through `monitor.queries`; writes go through the Store's session factory
-or the modules that own them (`monitor.sessions`, `monitor.alerts`). Headers of servers and
+The API reads storage through `monitor.store.queries`; writes go through the Store's session factory
+or the modules that own them (`monitor.notify.sessions`, `monitor.notify.alerts`). Headers of servers and
 webhook secrets are never part of any response model, so no endpoint can return them.
 """
 
@@ -39,13 +39,12 @@ from pydantic import (
 from sqlalchemy import select, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from monitor import queries
-from monitor.alerts import Alerting
 from monitor.config import REFUSED_NAMES, Config, ServerConfig
-from monitor.models import Server
-from monitor.rules import Finding, Severity
-from monitor.store import PollOutcome, Store
-from monitor.text import make_visible
+from monitor.core.rules import Finding, Severity
+from monitor.core.text import make_visible
+from monitor.notify.alerts import Alerting
+from monitor.store import PollOutcome, Store, queries
+from monitor.store.models import Server
 
 PollNow = Callable[[str], Awaitable[PollOutcome]]
 INT32_MAX = 2_147_483_647
@@ -917,8 +916,8 @@ AlertId = Annotated[int, Path(ge=1, le=INT32_MAX)]
 
 
 def acknowledge_alert(web: WebContext, alert_id: int) -> queries.AlertRow | None:
-    """Acknowledge through `monitor.alerts` (which owns alert state); None when there is no such alert."""
-    from monitor import alerts
+    """Acknowledge through `monitor.notify.alerts` (which owns alert state); None: no such alert."""
+    from monitor.notify import alerts
 
     with web.store.sessions.begin() as session:
         if alerts.acknowledge(session, alert_id, web.now()) is None:
@@ -946,7 +945,7 @@ def ack_alert(web: Web, alert_id: AlertId) -> AlertOut:
 
 
 def _session_out(web: WebContext, server: str, session_id: str) -> SessionOut:
-    from monitor import sessions
+    from monitor.notify import sessions
 
     with web.store.sessions() as session:
         for view in sessions.list_sessions(session, stale_only=False, now=web.now(), grace=web.session_grace):
@@ -970,7 +969,7 @@ def _check_text(value: str | None, loc: Sequence[str | int]) -> None:
     responses={**WRITE_ERRORS, **_not_found("server")},
 )
 def register_session(web: Web, body: SessionCreate) -> SessionOut:
-    from monitor import sessions
+    from monitor.notify import sessions
 
     _check_text(body.session_id, ["body", "session_id"])
     _check_text(body.client, ["body", "client"])
@@ -1013,7 +1012,7 @@ def heartbeat_session(
     session_id: SessionPath,
     body: SessionHeartbeat | None = None,
 ) -> SessionOut:
-    from monitor import sessions
+    from monitor.notify import sessions
 
     report = body or SessionHeartbeat()
     if not _db_safe(session_id):
@@ -1052,7 +1051,7 @@ def close_session(
     server: Annotated[str, Path(max_length=200, pattern=SERVER_NAME)],
     session_id: SessionPath,
 ) -> Response:
-    from monitor import sessions
+    from monitor.notify import sessions
 
     closed = False
     if _db_safe(session_id):
@@ -1083,7 +1082,7 @@ def list_sessions(
         str | None, Query(max_length=401, description="`next_before` of the previous page")
     ] = None,
 ) -> SessionList:
-    from monitor import sessions
+    from monitor.notify import sessions
 
     with web.store.sessions() as session:
         views = sessions.list_sessions(session, stale_only=stale, now=web.now(), grace=web.session_grace)

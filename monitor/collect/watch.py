@@ -18,12 +18,12 @@ from datetime import UTC, datetime
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from monitor import alerts
-from monitor.client import Limits, PollError, Target, watch_list_changed
-from monitor.models import FindingRecord, Server, Snapshot
-from monitor.rules import CATALOG
-from monitor.scheduler import Scheduler
+from monitor.collect.client import Limits, PollError, Target, watch_list_changed
+from monitor.collect.scheduler import Scheduler
+from monitor.core.rules import CATALOG
+from monitor.notify import alerts
 from monitor.store import Store
+from monitor.store.models import FindingRecord, Server, Snapshot
 
 log = logging.getLogger("drift_monitor.watch")
 

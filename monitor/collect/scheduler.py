@@ -27,11 +27,11 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
-from monitor.client import Target
+from monitor.collect.client import Target
+from monitor.collect.poller import Job, Poller
 from monitor.config import Config, ServerConfig
-from monitor.models import FindingRecord, Server, Snapshot
-from monitor.poller import Job, Poller
 from monitor.store import PollOutcome, Store
+from monitor.store.models import FindingRecord, Server, Snapshot
 
 log = logging.getLogger("drift_monitor.scheduler")
 

@@ -1,7 +1,7 @@
 """The rule catalog: every finding drift-monitor can raise, with its id, severity and meaning.
 
 Tool rules are a small function each over one tool's old and new definition; the diff engine in
-`monitor.diff` runs them. Server and session rules are raised by the poller and the service, and
+`monitor.core.diff` runs them. Server and session rules are raised by the poller and the service, and
 are listed here so that the catalog (and the docs generated from it) is complete.
 """
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
-from monitor.listing import HINT_DEFAULTS, EffectiveHints, Tool, annotations_of, effective_hints
-from monitor.text import describe_hidden, hidden_characters, make_visible, word_diff
+from monitor.core.listing import HINT_DEFAULTS, EffectiveHints, Tool, annotations_of, effective_hints
+from monitor.core.text import describe_hidden, hidden_characters, make_visible, word_diff
 
 
 class Severity(enum.StrEnum):

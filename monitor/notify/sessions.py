@@ -16,13 +16,13 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from monitor import alerts
-from monitor.diff import diff_listings
-from monitor.fingerprint import fingerprint as listing_fingerprint
-from monitor.listing import ListingError, validate_tools
-from monitor.models import HostSession, Listing, ListingTool, Server, Snapshot, ToolDefinition
-from monitor.rules import CATALOG, Finding, Severity
-from monitor.text import make_visible
+from monitor.core.diff import diff_listings
+from monitor.core.fingerprint import fingerprint as listing_fingerprint
+from monitor.core.listing import ListingError, validate_tools
+from monitor.core.rules import CATALOG, Finding, Severity
+from monitor.core.text import make_visible
+from monitor.notify import alerts
+from monitor.store.models import HostSession, Listing, ListingTool, Server, Snapshot, ToolDefinition
 
 
 class SessionError(ValueError):

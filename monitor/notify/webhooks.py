@@ -32,8 +32,8 @@ from sqlalchemy import Engine, and_, event, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from monitor.config import Config, WebhookConfig
-from monitor.models import Alert, DeliveryAttempt, FindingRecord, WebhookDelivery
-from monitor.text import make_visible
+from monitor.core.text import make_visible
+from monitor.store.models import Alert, DeliveryAttempt, FindingRecord, WebhookDelivery
 
 if TYPE_CHECKING:
     import anyio

@@ -6,9 +6,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.fingerprint import CanonicalListing
-from monitor.listing import Tool
-from monitor.rules import TOOL_RULES, Finding, Severity, ToolChange
+from monitor.core.fingerprint import CanonicalListing
+from monitor.core.listing import Tool
+from monitor.core.rules import TOOL_RULES, Finding, Severity, ToolChange
 
 
 @dataclass(frozen=True)

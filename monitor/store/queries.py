@@ -2,7 +2,7 @@
 
 Each function takes an open Session and issues a few indexed statements; nothing here writes or
 re-derives findings. Findings of consecutive versions are read as stored; a diff between two
-arbitrary versions runs the one diff engine (`monitor.diff.diff_listings`) over the stored tools.
+arbitrary versions runs the one diff engine (`monitor.core.diff.diff_listings`) over the stored tools.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from urllib.parse import urlsplit, urlunsplit
 from sqlalchemy import and_, case, func, literal, or_, select
 from sqlalchemy.orm import Session, aliased
 
-from monitor.diff import diff_listings
-from monitor.models import (
+from monitor.core.diff import diff_listings
+from monitor.core.rules import Finding, Severity
+from monitor.store.models import (
     Alert,
     AlertFinding,
     FindingRecord,
@@ -30,7 +31,6 @@ from monitor.models import (
     ToolDefinition,
     WebhookDelivery,
 )
-from monitor.rules import Finding, Severity
 
 SEVERITIES: tuple[str, ...] = tuple(s.value for s in sorted(Severity, key=lambda s: -s.rank))
 """Severity names, worst first: the order every page lists them in."""

@@ -21,17 +21,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from monitor.config import Config, WebhookConfig
-from monitor.models import (
-    Alert,
-    AlertFinding,
-    FindingRecord,
-    ListingTool,
-    Server,
-    Snapshot,
-    ToolDefinition,
-)
-from monitor.rules import TOOL_RULES, Check, Severity, ToolChange
-from monitor.webhooks import (
+from monitor.core.rules import TOOL_RULES, Check, Severity, ToolChange
+from monitor.notify.webhooks import (
     ALERT_OPENED,
     ALERT_RESOLVED,
     DEFAULT_EXPIRY,
@@ -39,6 +30,15 @@ from monitor.webhooks import (
     alert_payload,
     enqueue,
     wake_after_commit,
+)
+from monitor.store.models import (
+    Alert,
+    AlertFinding,
+    FindingRecord,
+    ListingTool,
+    Server,
+    Snapshot,
+    ToolDefinition,
 )
 
 OPEN, ACKNOWLEDGED, RESOLVED = "open", "acknowledged", "resolved"

@@ -30,11 +30,11 @@ from markupsafe import Markup, escape
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
-from monitor import queries
-from monitor.api import INT32_MAX, WebContext, acknowledge_alert, context
-from monitor.listing import HINT_DEFAULTS, annotations_of, effective_hints
-from monitor.rules import Severity, schema_diff
-from monitor.text import is_hidden, make_visible, word_diff
+from monitor.core.listing import HINT_DEFAULTS, annotations_of, effective_hints
+from monitor.core.rules import Severity, schema_diff
+from monitor.core.text import is_hidden, make_visible, word_diff
+from monitor.store import queries
+from monitor.webapp.api import INT32_MAX, WebContext, acknowledge_alert, context
 
 SESSION_COOKIE = "dm_session"
 CSRF_COOKIE = "dm_csrf"
@@ -707,7 +707,7 @@ async def acknowledge(request: Request, alert_id: int) -> Response:
 
 @router.get("/sessions", response_class=HTMLResponse)
 def sessions_page(request: Request, stale: str | None = None) -> HTMLResponse:
-    from monitor import sessions
+    from monitor.notify import sessions
 
     web = context(request)
     stale_only = stale in ("1", "true", "on")

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import ParamSpec
 
-from monitor.client import Limits, PollError, Target, fetch_listing
+from monitor.collect.client import Limits, PollError, Target, fetch_listing
 from monitor.config import Config
-from monitor.fingerprint import META_KEY, CanonicalListing
-from monitor.listing import ListingError, validate_tools
+from monitor.core.fingerprint import META_KEY, CanonicalListing
+from monitor.core.listing import ListingError, validate_tools
 from monitor.store import PollOutcome, Store
 
 

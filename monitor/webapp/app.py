@@ -24,10 +24,10 @@ from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import monitor
-from monitor import api, pages
-from monitor.alerts import Alerting
 from monitor.config import Config
+from monitor.notify.alerts import Alerting
 from monitor.store import PollOutcome, Store
+from monitor.webapp import api, pages
 
 WEB = Path(monitor.__file__).resolve().parent.parent / "web"
 

@@ -1,0 +1,1 @@
+"""Collection: the MCP client, polling, the scheduler and watch sessions."""

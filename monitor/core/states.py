@@ -1,0 +1,52 @@
+"""The state vocabularies: each is stored as its string value and compared as an enum everywhere."""
+
+from __future__ import annotations
+
+import enum
+
+
+class AlertState(enum.StrEnum):
+    """open -> acknowledged -> resolved; a resolved alert never reopens (a new one opens instead)."""
+
+    OPEN = "open"
+    ACKNOWLEDGED = "acknowledged"
+    RESOLVED = "resolved"
+
+    @classmethod
+    def unresolved(cls) -> tuple[AlertState, ...]:
+        return (cls.OPEN, cls.ACKNOWLEDGED)
+
+
+class DeliveryState(enum.StrEnum):
+    """An outbox row: pending until a receiver answers 2xx (delivered) or its expiry passes (expired)."""
+
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    EXPIRED = "expired"
+
+
+class PollErrorKind(enum.StrEnum):
+    """Why a poll failed, in one word a person can filter on."""
+
+    TIMEOUT = "timeout"
+    CONNECT = "connect"
+    PROTOCOL = "protocol"
+    LIMIT = "limit"
+    SERVER_ERROR = "server-error"
+    PROCESS_EXIT = "process-exit"
+    MALFORMED = "malformed"
+
+
+class ServerStatus(enum.StrEnum):
+    """A server's health as the last poll left it."""
+
+    OK = "ok"
+    FAILING = "failing"
+    NEVER_POLLED = "never polled"
+
+
+class ServerOrigin(enum.StrEnum):
+    """Where a server was registered: a config file (trusted, may be stdio) or the HTTP API."""
+
+    CONFIG = "config"
+    API = "api"

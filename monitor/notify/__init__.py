@@ -1,0 +1,1 @@
+"""Notification: alerts, webhook delivery and host sessions."""

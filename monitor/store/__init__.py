@@ -1,0 +1,27 @@
+"""Storage: the schema, the poll transaction, read queries and retention."""
+
+from monitor.store.db import (
+    SchemaNotReady,
+    alembic_config,
+    check_schema,
+    current_revision,
+    make_engine,
+    migrate,
+    render_url,
+)
+from monitor.store.polls import PollHook, PollOutcome, Store
+from monitor.store.retention import prune_poll_attempts
+
+__all__ = [
+    "PollHook",
+    "PollOutcome",
+    "SchemaNotReady",
+    "Store",
+    "alembic_config",
+    "check_schema",
+    "current_revision",
+    "make_engine",
+    "migrate",
+    "prune_poll_attempts",
+    "render_url",
+]

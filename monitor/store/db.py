@@ -1,0 +1,86 @@
+"""The database: one engine per process, and the schema from Alembic migrations only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+
+import monitor
+
+ROOT = Path(monitor.__file__).resolve().parent.parent
+"""The repository root, where alembic.ini and migrations/ live."""
+
+
+def make_engine(url: str) -> Engine:
+    """The process's engine. SQLite gets WAL, a busy timeout and enforced foreign keys."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database
+        if database and database != ":memory:":
+            Path(database).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def render_url(url: str) -> str:
+    """The database URL with any password hidden, for messages."""
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def alembic_config(url: str | None = None) -> AlembicConfig:
+    config = AlembicConfig(str(ROOT / "alembic.ini"))
+    config.set_main_option("script_location", str(ROOT / "migrations"))
+    if url:
+        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def migrate(engine: Engine) -> str:
+    """Bring the database to the newest schema; returns the head revision."""
+    config = alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+    head = ScriptDirectory.from_config(config).get_current_head()
+    return head or "base"
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+class SchemaNotReady(RuntimeError):
+    """The database is not at the newest schema: `drift-monitor migrate` fixes it."""
+
+
+def check_schema(engine: Engine) -> None:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    current = current_revision(engine)
+    if current != head:
+        state = "empty" if current is None else f"at revision {current}"
+        raise SchemaNotReady(f"database is {state}, not at {head}: run `drift-monitor migrate`")
+
+
+def insert(session: Session) -> Any:
+    """The dialect's INSERT, which knows ON CONFLICT DO NOTHING."""
+    return postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert
