@@ -8,7 +8,7 @@ Commands:
   run     the service on its embedded default (SQLite), with a demo server registered
           (`run PORT` serves the dashboard on another port than 8000)
   test    the whole test suite (PostgreSQL too when DRIFT_MONITOR_TEST_PG_URL is set)
-  check   ruff and mypy
+  check   ruff, mypy and the package's shape (deploy/architecture.py)
   bench   every benchmark under bench/
 """
 
@@ -64,6 +64,7 @@ def main() -> int:
             run("-m", "ruff", "check", ".")
             or run("-m", "ruff", "format", "--check", ".")
             or run("-m", "mypy")
+            or run(str(ROOT / "deploy" / "architecture.py"))
         )
     if command == "bench":
         return run(str(ROOT / "bench" / "run.py"), *extra)

@@ -14,10 +14,10 @@ import uvicorn
 
 from monitor.collect.poller import Job, Poller
 from monitor.collect.scheduler import LeaseRelease, Scheduler, instance_id, lock_sqlite
-from monitor.collect.watch import SilentChangeCheck, WatchManager
+from monitor.collect.watch import WatchManager
 from monitor.config import Config
 from monitor.notify import sessions
-from monitor.notify.alerts import Alerting
+from monitor.notify.alerts import Alerting, alerting_store
 from monitor.notify.webhooks import Deliverer
 from monitor.store import PollOutcome, Store, check_schema, make_engine
 from monitor.webapp.app import create_app
@@ -40,14 +40,7 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
     try:
         check_schema(engine)
         owner = instance_id()
-        alerting = Alerting.from_config(config)
-        watch_check = SilentChangeCheck(alerting)
-        store = Store(
-            engine,
-            attempts_kept=config.monitor.attempts_kept,
-            unreachable_after=config.monitor.unreachable_after,
-            hooks=[LeaseRelease(owner), alerting, watch_check],
-        )
+        store, alerting = alerting_store(engine, config, hooks=[LeaseRelease(owner)])
         deliverer = Deliverer.from_config(store, config, owner)
         alerting.on_enqueue = deliverer.notify
         poller = Poller(store, config)

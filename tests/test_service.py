@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from helpers import http_server
+from helpers import http_server, server_command
 from receiver import Receiver
 
 from monitor.core.fingerprint import fingerprint
@@ -292,3 +292,54 @@ def test_delivery_survives_sigkill(tmp_path: Path, database_url: str) -> None:
             assert len(answered) == len(set(answered)) == 1, "delivered exactly once"
     finally:
         receiver.stop()
+
+
+def test_poll_opens_alerts_and_queues_what_serve_delivers_once(tmp_path: Path, database_url: str) -> None:
+    """`drift-monitor poll` (from cron, say) takes the same path from finding to alert as `serve`."""
+    from sqlalchemy import create_engine, select
+
+    from monitor.store.models import Alert, WebhookDelivery
+
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(tools(read_only=True)))
+    command, *args = server_command("fastmcp_server.py", str(tools_file))
+    env = environment()
+    with Receiver(KEY) as receiver:
+        config = write_config(
+            tmp_path,
+            database_url,
+            f'[[servers]]\nname = "tenants"\ntransport = "stdio"\ncommand = {json.dumps(command)}\n'
+            f"args = {json.dumps(args)}\n",
+            receiver.url,
+        )
+        migrate(config, env)
+        poll = [sys.executable, "-m", "monitor.cli", "poll", "--config", str(config)]
+        first = subprocess.run(poll, capture_output=True, text=True, env=env, check=False)
+        assert first.returncode == 0, first.stderr
+        tools_file.write_text(json.dumps(tools(read_only=False)))
+        second = subprocess.run(poll, capture_output=True, text=True, env=env, check=False)
+        assert second.returncode == 0, second.stderr
+        assert "read-only-revoked" in second.stdout
+
+        engine = create_engine(database_url)
+        try:
+            with engine.connect() as connection:
+                alerts = connection.execute(select(Alert.id, Alert.rule, Alert.state)).all()
+                queued = connection.execute(
+                    select(WebhookDelivery.id, WebhookDelivery.alert_id, WebhookDelivery.state)
+                ).all()
+            assert [(rule, state) for _, rule, state in alerts] == [("read-only-revoked", "open")]
+            assert [(alert_id, state) for _, alert_id, state in queued] == [(alerts[0].id, "pending")]
+            assert receiver.requests == [], "poll queues; it does not deliver"
+
+            with service(config, env) as running:
+                assert receiver.wait_delivered(1, timeout=60), running.output()
+                assert running.stop() == 0
+            with engine.connect() as connection:
+                states = connection.execute(select(WebhookDelivery.id, WebhookDelivery.state)).all()
+        finally:
+            engine.dispose()
+    assert states == [(queued[0].id, "delivered")]
+    assert dict(receiver.delivered) == {queued[0].id: 1}
+    body = json.loads(receiver.requests[0].body)
+    assert body["type"] == "alert.opened" and body["alert"]["id"] == alerts[0].id

@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from monitor.config import ServerConfig
+from monitor.core.findings import Severity
 from monitor.core.fingerprint import CanonicalListing, fingerprint
 from monitor.notify.alerts import Alerting
 from monitor.notify.sessions import (
@@ -66,7 +67,8 @@ def open_alerts(store: Store) -> list[Alert]:
 
 @pytest.fixture
 def setup(store: Store) -> tuple[Store, Alerting, int]:
-    alerting = Alerting(base_url="http://127.0.0.1:8000")
+    # Low: session-long-lived (low) opens alerts only where the policy asks for low severities.
+    alerting = Alerting(base_url="http://127.0.0.1:8000", min_severity=Severity.LOW)
     server_id = store.sync_servers(
         [ServerConfig(name="git", transport="http", url="http://127.0.0.1:9/")], T0
     )["git"]

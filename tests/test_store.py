@@ -254,7 +254,7 @@ def test_a_failure_mid_poll_leaves_nothing_half_written(
     def crash(*args: Any, **kw: Any) -> None:
         raise RuntimeError("power cut")
 
-    monkeypatch.setattr(store_module, "_add_findings", crash)
+    monkeypatch.setattr(store_module, "store_findings", crash)
     changed = make_tools(2)
     changed[0]["annotations"]["readOnlyHint"] = False
     with pytest.raises(RuntimeError, match="power cut"):

@@ -17,7 +17,6 @@ import os
 import random
 import socket
 import uuid
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Literal
@@ -31,7 +30,8 @@ from monitor.collect.client import Target
 from monitor.collect.poller import Job, Poller
 from monitor.config import Config, ServerConfig
 from monitor.store import PollOutcome, Store
-from monitor.store.models import FindingRecord, Server, Snapshot
+from monitor.store.models import Server
+from monitor.store.polls import RecordedPoll
 
 log = logging.getLogger("drift_monitor.scheduler")
 
@@ -77,19 +77,10 @@ class LeaseRelease:
     def __init__(self, owner: str) -> None:
         self.owner = owner
 
-    def after_poll(
-        self,
-        session: Session,
-        server: Server,
-        findings: Sequence[FindingRecord],
-        *,
-        snapshot: Snapshot | None,
-        new_version: bool,
-        now: datetime,
-    ) -> None:
-        if server.lease_owner == self.owner:
-            server.lease_owner = None
-            server.lease_expires_at = None
+    def after_poll(self, session: Session, poll: RecordedPoll) -> None:
+        if poll.server.lease_owner == self.owner:
+            poll.server.lease_owner = None
+            poll.server.lease_expires_at = None
 
 
 class Scheduler:

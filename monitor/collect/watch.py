@@ -1,9 +1,10 @@
 """Watch sessions: one long-lived session per server that advertises `tools.listChanged`.
 
 They serve two ends. A list-changed notification makes the server due at once, so a change
-is seen in seconds rather than a poll interval. And when a scheduled poll finds a changed
-listing that no notification announced, long-lived host sessions will not have refreshed
-either: that is `listing-changed-silently`.
+is seen in seconds rather than a poll interval. And they record what they saw (healthy since
+when, the last notification) on the server's row, so when a scheduled poll finds a changed
+listing that no notification announced, the poll transaction raises `listing-changed-silently`
+(`monitor.core.rules.servers`): long-lived host sessions will not have refreshed either.
 """
 
 from __future__ import annotations
@@ -12,94 +13,20 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from sqlalchemy import select, update
-from sqlalchemy.orm import Session
 
 from monitor.collect.client import Limits, PollError, Target, watch_list_changed
 from monitor.collect.scheduler import Scheduler
-from monitor.core.rules import CATALOG
-from monitor.notify import alerts
 from monitor.store import Store
-from monitor.store.models import FindingRecord, Server, Snapshot
+from monitor.store.models import Server
 
 log = logging.getLogger("drift_monitor.watch")
 
 RESCAN_SECONDS = 2.0
 """How soon a server that starts advertising listChanged gets its watch session (one cheap query)."""
 BACKOFF_START, BACKOFF_CAP = 1.0, 60.0
-
-
-class SilentChangeCheck:
-    """Poll hook: a new version that no notification announced on a healthy watch session."""
-
-    def __init__(self, alerting: alerts.Alerting) -> None:
-        self.alerting = alerting
-
-    def after_poll(
-        self,
-        session: Session,
-        server: Server,
-        findings: Sequence[FindingRecord],
-        *,
-        snapshot: Snapshot | None,
-        new_version: bool,
-        now: datetime,
-    ) -> None:
-        if snapshot is None or not new_version or snapshot.version == 1:
-            return
-        previous = session.scalar(
-            select(Snapshot).where(Snapshot.server_id == server.id, Snapshot.version == snapshot.version - 1)
-        )
-        watching = server.watch_connected_since
-        if previous is None or watching is None or watching > previous.last_seen:
-            return  # no healthy watch session covered the whole gap: silence proves nothing
-        notified = (
-            server.last_notification_at is not None and server.last_notification_at >= previous.last_seen
-        )
-        if notified:
-            alerts.resolve_matching(
-                session, server.id, "listing-changed-silently", now=now, policy=self.alerting
-            )
-            return
-        rule = CATALOG["listing-changed-silently"]
-        message = (
-            f"{server.name} changed its listing (version {snapshot.version}) without sending "
-            "notifications/tools/list_changed on the monitor's watch session: hosts holding long-lived "
-            "sessions will keep acting on the old listing."
-        )
-        record = FindingRecord(
-            server_id=server.id,
-            from_snapshot_id=previous.id,
-            to_snapshot_id=snapshot.id,
-            detected_at=now,
-            rule=rule.id,
-            severity=rule.severity.value,
-            severity_rank=rule.severity.rank,
-            tool=None,
-            field=None,
-            old=None,
-            new=None,
-            message=message,
-            detail={
-                "list_changed_advertised": server.list_changed_advertised,
-                "watching_since": watching.isoformat(),
-            },
-        )
-        session.add(record)
-        session.flush()
-        alerts.open_or_attach(
-            session,
-            server,
-            rule=rule.id,
-            severity=rule.severity,
-            message=message,
-            findings=[record],
-            now=now,
-            policy=self.alerting,
-        )
 
 
 class WatchManager:

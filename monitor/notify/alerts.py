@@ -12,16 +12,17 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Set
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from monitor.config import Config, WebhookConfig
-from monitor.core.rules import TOOL_RULES, Check, Severity, ToolChange
+from monitor.core.findings import Finding, Severity, ToolChange
+from monitor.core.rules import TOOL_RULES, Check
+from monitor.core.states import AlertState
 from monitor.notify.webhooks import (
     ALERT_OPENED,
     ALERT_RESOLVED,
@@ -31,6 +32,7 @@ from monitor.notify.webhooks import (
     enqueue,
     wake_after_commit,
 )
+from monitor.store.db import insert
 from monitor.store.models import (
     Alert,
     AlertFinding,
@@ -40,8 +42,8 @@ from monitor.store.models import (
     Snapshot,
     ToolDefinition,
 )
+from monitor.store.polls import PollHook, RecordedPoll, Store, store_findings
 
-OPEN, ACKNOWLEDGED, RESOLVED = "open", "acknowledged", "resolved"
 _TOOL_CHECKS: dict[str, Check] = {rule.id: rule.check for rule in TOOL_RULES if rule.check}
 
 
@@ -74,39 +76,74 @@ class Alerting:
         )
         return cls(config.webhooks, base_url=config.monitor.public_url, min_severity=lowest)
 
-    def after_poll(
+    def after_poll(self, session: Session, poll: RecordedPoll) -> None:
+        """Poll hook: clear what the poll shows fixed, then raise what it found."""
+        undone: set[str] = set()
+        if poll.snapshot is not None:
+            resolve_matching(session, poll.server.id, "server-unreachable", now=poll.now, policy=self)
+            if poll.new_version:
+                undone = self._resolve_cleared(session, poll.server.id, poll.snapshot.listing_id, poll.now)
+            if poll.announced:  # the server announced this change: it does notify after all
+                resolve_matching(
+                    session, poll.server.id, "listing-changed-silently", now=poll.now, policy=self
+                )
+        self.raise_findings(session, poll.server, poll.findings, now=poll.now, undone=undone)
+
+    def raise_findings(
         self,
         session: Session,
         server: Server,
         findings: Sequence[FindingRecord],
         *,
-        snapshot: Snapshot | None,
-        new_version: bool,
         now: datetime,
-    ) -> None:
-        undone: set[str] = set()
-        if snapshot is not None:
-            resolve_matching(session, server.id, "server-unreachable", now=now, policy=self)
-            if new_version:
-                undone = self._resolve_cleared(session, server.id, snapshot.listing_id, now)
+        session_id: str | None = None,
+        undone: Set[str] = frozenset(),
+    ) -> list[Alert]:
+        """The one path from stored findings to alerts, whoever found them (a poll, a session check).
+
+        Applies the severity policy, opens an alert per (rule, tool or session) or attaches to the
+        one already open, and writes the outbox rows for the webhooks that want to hear, all in the
+        caller's transaction. `undone` holds changes that exactly reverse an alert this transaction
+        resolved: flipping back is the fix, so it does not open the opposite alert as well.
+        """
         groups: dict[tuple[str, str | None], list[FindingRecord]] = defaultdict(list)
         for record in findings:
-            undoes = _change_key(record.tool, record.field, record.old, record.new) in undone
-            if record.severity_rank >= self.min_severity.rank and not undoes:
+            reverses = _change_key(record.tool, record.field, record.old, record.new) in undone
+            if record.severity_rank >= self.min_severity.rank and not reverses:
                 groups[record.rule, record.tool].append(record)
+        opened = []
         for (rule, tool), records in groups.items():
             worst = max(records, key=lambda record: record.severity_rank)
-            open_or_attach(
-                session,
-                server,
-                rule=rule,
-                severity=Severity(worst.severity),
-                tool=tool,
-                message=worst.message,
-                findings=records,
-                now=now,
-                policy=self,
+            opened.append(
+                open_or_attach(
+                    session,
+                    server,
+                    rule=rule,
+                    severity=Severity(worst.severity),
+                    tool=tool,
+                    session_id=session_id,
+                    message=worst.message,
+                    findings=records,
+                    now=now,
+                    policy=self,
+                )
             )
+        return opened
+
+    def raise_standing(
+        self, session: Session, server: Server, finding: Finding, *, session_id: str, now: datetime
+    ) -> None:
+        """A condition re-checked on a timer (a host session's): stored and raised when it starts or worsens.
+
+        While its alert stays open at that severity or worse, a repeat only marks the alert as
+        still seen: one condition is one finding and one alert, however often it is checked.
+        """
+        alert = _open_alert(session, open_key(server.id, finding.rule, finding.tool, session_id))
+        if alert is not None and alert.severity_rank >= finding.severity.rank:
+            alert.last_seen_at = max(alert.last_seen_at, now)
+            return
+        records = store_findings(session, server.id, [finding], now)
+        self.raise_findings(session, server, records, now=now, session_id=session_id)
 
     def _resolve_cleared(self, session: Session, server_id: int, listing_id: int, now: datetime) -> set[str]:
         """Resolve tool alerts whose rule no longer fires from the listing they started at to this one.
@@ -129,7 +166,7 @@ class Alerting:
             .join(Snapshot, Snapshot.id == FindingRecord.from_snapshot_id)
             .where(
                 Alert.server_id == server_id,
-                Alert.state.in_([OPEN, ACKNOWLEDGED]),
+                Alert.state.in_(AlertState.unresolved()),
                 Alert.tool.is_not(None),
                 Alert.rule.in_(list(_TOOL_CHECKS)),
             )
@@ -155,6 +192,24 @@ class Alerting:
 
     def webhooks_for(self, rank: int) -> list[WebhookConfig]:
         return [webhook for webhook in self.webhooks if rank >= webhook.min_severity.rank]
+
+
+def alerting_store(
+    engine: Engine, config: Config, *, hooks: Sequence[PollHook] = ()
+) -> tuple[Store, Alerting]:
+    """The store every poller records through (`serve`, `drift-monitor poll`, the API's poll now).
+
+    Its polls' findings take the one path to alerts, with the config's policy and webhooks, in the
+    poll's own transaction; `hooks` run before the alerting (e.g. giving a lease back).
+    """
+    alerting = Alerting.from_config(config)
+    store = Store(
+        engine,
+        attempts_kept=config.monitor.attempts_kept,
+        unreachable_after=config.monitor.unreachable_after,
+        hooks=[*hooks, alerting],
+    )
+    return store, alerting
 
 
 def open_or_attach(
@@ -183,7 +238,7 @@ def open_or_attach(
             return alert
         # ON CONFLICT: a concurrent transaction that opened this key first wins, and we attach.
         alert_id = session.scalar(
-            _insert(session)(Alert)
+            insert(session)(Alert)
             .values(
                 server_id=server.id,
                 rule=rule,
@@ -191,7 +246,7 @@ def open_or_attach(
                 severity_rank=severity.rank,
                 tool=tool,
                 session_id=session_id,
-                state=OPEN,
+                state=AlertState.OPEN,
                 open_key=key,
                 message=message,
                 opened_at=now,
@@ -212,9 +267,9 @@ def open_or_attach(
 
 def resolve(session: Session, alert: Alert, now: datetime, *, policy: Alerting) -> None:
     """Resolve the alert and tell the webhooks that heard it open; resolving twice does nothing."""
-    if alert.state == RESOLVED:
+    if alert.state == AlertState.RESOLVED:
         return
-    alert.state, alert.resolved_at, alert.open_key = RESOLVED, now, None
+    alert.state, alert.resolved_at, alert.open_key = AlertState.RESOLVED, now, None
     server = session.get_one(Server, alert.server_id)
     _announce(
         session, alert, server.name, ALERT_RESOLVED, policy.webhooks_for(alert.severity_rank), now, policy
@@ -241,8 +296,8 @@ def resolve_matching(
 def acknowledge(session: Session, alert_id: int, now: datetime) -> Alert | None:
     """Mark an open alert as seen; it stays unresolved until its condition clears. None: no such alert."""
     alert = session.get(Alert, alert_id, with_for_update=True)
-    if alert is not None and alert.state == OPEN:
-        alert.state, alert.acknowledged_at = ACKNOWLEDGED, now
+    if alert is not None and alert.state == AlertState.OPEN:
+        alert.state, alert.acknowledged_at = AlertState.ACKNOWLEDGED, now
     return alert
 
 
@@ -316,8 +371,3 @@ def _definitions(session: Session, listing_id: int, alerts: Iterable[Alert]) -> 
         .where(ListingTool.listing_id == listing_id, ToolDefinition.name.in_(names))
     ).all()
     return {name: definition for name, definition in rows}
-
-
-def _insert(session: Session) -> Any:
-    """The dialect's INSERT, which knows ON CONFLICT DO NOTHING."""
-    return postgresql.insert if session.get_bind().dialect.name == "postgresql" else sqlite.insert

@@ -8,7 +8,6 @@ severity of the worst change the session missed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,10 +16,10 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from monitor.core.diff import diff_listings
+from monitor.core.findings import Finding
 from monitor.core.fingerprint import fingerprint as listing_fingerprint
 from monitor.core.listing import ListingError, validate_tools
-from monitor.core.rules import CATALOG, Finding, Severity
-from monitor.core.text import make_visible
+from monitor.core.rules import servers as rules
 from monitor.notify import alerts
 from monitor.store.models import HostSession, Listing, ListingTool, Server, Snapshot, ToolDefinition
 
@@ -209,24 +208,6 @@ def missed_changes(session: Session, held: str, current_listing_id: int) -> list
     ).findings
 
 
-def describe_missed(findings: Sequence[Finding]) -> str:
-    """`still treats purge_tenant as read-only; ...` for the worst few changes."""
-    worst = sorted(findings, key=lambda f: -f.severity.rank)[:3]
-    parts = []
-    for finding in worst:
-        tool = make_visible(finding.tool or "")
-        if finding.rule == "read-only-revoked":
-            parts.append(f"still treats {tool} as read-only")
-        elif finding.rule == "tool-removed":
-            parts.append(f"still offers the removed tool {tool}")
-        elif finding.rule == "tool-added":
-            parts.append(f"does not know the new tool {tool}")
-        else:
-            parts.append(f"missed {finding.rule} on {tool}")
-    more = len(findings) - len(worst)
-    return "; ".join(parts) + (f"; and {more} more change(s)" if more > 0 else "")
-
-
 def check_sessions(
     session: Session,
     *,
@@ -253,44 +234,20 @@ def check_sessions(
             currents[server.id] = _current(session, server.id)
         current = currents[server.id]
         since = _stale_since(host, current)
-        if since is not None and current is not None and now - since > grace:
-            missed = missed_changes(session, host.fingerprint, current[0].listing_id)
-            if missed == []:
-                alerts.resolve_matching(
-                    session, server.id, "session-stale", session_id=host.session_id, now=now, policy=policy
-                )
-            else:
-                severity = (
-                    max((f.severity for f in missed), key=lambda s: s.rank) if missed else Severity.HIGH
-                )
-                what = describe_missed(missed) if missed else "holds a listing the monitor never saw"
-                who = make_visible(host.client or "a host")
-                alerts.open_or_attach(
-                    session,
-                    server,
-                    rule="session-stale",
-                    severity=severity,
-                    session_id=host.session_id,
-                    message=f"Session {make_visible(host.session_id)} of {who} on {server.name} {what}.",
-                    now=now,
-                    policy=policy,
-                )
+        lagging = since is not None and current is not None and now - since > grace
+        missed = (
+            missed_changes(session, host.fingerprint, current[0].listing_id) if lagging and current else []
+        )
+        if missed != []:  # a list of what it missed, or None: a listing the monitor never saw
+            stale = rules.session_stale(server.name, host.session_id, host.client, missed)
+            policy.raise_standing(session, server, stale, session_id=host.session_id, now=now)
         else:
             alerts.resolve_matching(
                 session, server.id, "session-stale", session_id=host.session_id, now=now, policy=policy
             )
         if now - host.connected_at > max_age:
-            alerts.open_or_attach(
-                session,
-                server,
-                rule="session-long-lived",
-                severity=CATALOG["session-long-lived"].severity,
-                session_id=host.session_id,
-                message=f"Session {make_visible(host.session_id)} on {server.name} has been open since "
-                f"{host.connected_at.isoformat()}, longer than {max_age}.",
-                now=now,
-                policy=policy,
-            )
+            long_lived = rules.session_long_lived(server.name, host.session_id, host.connected_at, max_age)
+            policy.raise_standing(session, server, long_lived, session_id=host.session_id, now=now)
 
 
 def _resolve_session_alerts(

@@ -16,8 +16,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from monitor.config import ServerConfig
 from monitor.core.diff import diff_changes
+from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.fingerprint import CanonicalListing
-from monitor.core.rules import CATALOG, Finding, Severity, ToolChange
+from monitor.core.rules import servers
+from monitor.core.rules.servers import WatchState
 from monitor.store.db import insert as _insert
 from monitor.store.models import (
     FindingRecord,
@@ -51,20 +53,30 @@ class PollOutcome:
         return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
 
 
-class PollHook(Protocol):
-    """Work that must commit with the poll that caused it (alerts and their outbox rows)."""
+@dataclass(frozen=True)
+class RecordedPoll:
+    """One poll as its transaction recorded it: what the poll hooks act on, before it commits."""
 
-    def after_poll(
-        self,
-        session: Session,
-        server: Server,
-        findings: Sequence[FindingRecord],
-        *,
-        snapshot: Snapshot | None,
-        new_version: bool,
-        now: datetime,
-    ) -> None:
-        """Called inside the poll's transaction; `snapshot` is None when the poll failed."""
+    server: Server
+    now: datetime
+    findings: Sequence[FindingRecord]
+    """Every finding this poll stored: the diff's, and the server rules' (unreachable, silent change)."""
+    snapshot: Snapshot | None = None
+    """The version the poll saw; None when the poll failed."""
+    new_version: bool = False
+    announced: bool | None = None
+    """For a new version: whether the watch session was told of the change (None: no session covered it)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.snapshot is not None
+
+
+class PollHook(Protocol):
+    """Work that must commit with the poll that caused it (alerts and their outbox rows, leases)."""
+
+    def after_poll(self, session: Session, poll: RecordedPoll) -> None:
+        """Called inside the poll's transaction, after its findings are stored."""
 
 
 class Store:
@@ -82,17 +94,9 @@ class Store:
         self.unreachable_after = unreachable_after
         self.hooks = list(hooks)
 
-    def _run_hooks(
-        self,
-        session: Session,
-        server: Server,
-        records: Sequence[FindingRecord],
-        snapshot: Snapshot | None,
-        new_version: bool,
-        now: datetime,
-    ) -> None:
+    def _run_hooks(self, session: Session, poll: RecordedPoll) -> None:
         for hook in self.hooks:
-            hook.after_poll(session, server, records, snapshot=snapshot, new_version=new_version, now=now)
+            hook.after_poll(session, poll)
 
     def sync_servers(self, servers: Iterable[ServerConfig], now: datetime) -> dict[str, int]:
         """Register config servers (no secrets kept) and return their ids by name."""
@@ -150,7 +154,7 @@ class Store:
                 .limit(1)
             ).first()
             findings: list[Finding] = []
-            records: list[FindingRecord] = []
+            announced: bool | None = None
             if previous is not None and previous[1] == listing.fingerprint:
                 snapshot = previous[0]
                 snapshot.last_seen = finished_at
@@ -170,11 +174,6 @@ class Store:
                 )
                 session.add(snapshot)
                 session.flush()
-                if previous is not None:
-                    findings = _diff_against(session, previous[0].listing_id, listing)
-                    records = _add_findings(
-                        session, server_id, previous[0].id, snapshot.id, findings, finished_at
-                    )
                 new_version = True
             server.consecutive_failures = 0
             server.last_poll_at = finished_at
@@ -184,7 +183,30 @@ class Store:
             server.server_info = server_info
             server.capabilities = capabilities
             server.list_changed_advertised = list_changed_advertised
-            self._run_hooks(session, server, records, snapshot, new_version, finished_at)
+            records: list[FindingRecord] = []
+            if new_version and previous is not None:
+                before = previous[0]
+                watch = WatchState(
+                    server.watch_connected_since, server.last_notification_at, list_changed_advertised
+                )
+                announced = servers.announced(watch, before.last_seen)
+                findings = _diff_against(session, before.listing_id, listing)
+                silent = servers.listing_changed_silently(
+                    server.name, snapshot.version, watch, before.last_seen
+                )
+                findings += [silent] if silent else []
+                records = store_findings(
+                    session,
+                    server_id,
+                    findings,
+                    finished_at,
+                    from_snapshot=before.id,
+                    to_snapshot=snapshot.id,
+                )
+            self._run_hooks(
+                session,
+                RecordedPoll(server, finished_at, records, snapshot, new_version, announced),
+            )
             self._add_attempt(
                 session,
                 PollAttempt(
@@ -215,22 +237,12 @@ class Store:
             server.consecutive_failures += 1
             server.last_poll_at = finished_at
             server.last_error = f"{kind}: {message}"
-            findings: list[Finding] = []
-            records: list[FindingRecord] = []
-            if server.consecutive_failures == self.unreachable_after:
-                rule = CATALOG["server-unreachable"]
-                findings.append(
-                    rule.finding(
-                        None,
-                        None,
-                        None,
-                        message,
-                        f"{server.name} failed {server.consecutive_failures} polls in a row; last: {kind}: "
-                        f"{message}",
-                    )
-                )
-                records = _add_findings(session, server_id, None, None, findings, finished_at)
-            self._run_hooks(session, server, records, None, False, finished_at)
+            unreachable = servers.server_unreachable(
+                server.name, server.consecutive_failures, self.unreachable_after, kind, message
+            )
+            findings = [unreachable] if unreachable else []
+            records = store_findings(session, server_id, findings, finished_at)
+            self._run_hooks(session, RecordedPoll(server, finished_at, records))
             self._add_attempt(
                 session,
                 PollAttempt(
@@ -384,14 +396,16 @@ def _diff_against(session: Session, old_listing_id: int, new: CanonicalListing) 
     return list(diff_changes(changes))
 
 
-def _add_findings(
+def store_findings(
     session: Session,
     server_id: int,
-    from_snapshot: int | None,
-    to_snapshot: int | None,
     findings: Sequence[Finding],
     at: datetime,
+    *,
+    from_snapshot: int | None = None,
+    to_snapshot: int | None = None,
 ) -> list[FindingRecord]:
+    """Store findings of one server (with the snapshot pair a diff came from) in the caller's transaction."""
     records = [
         FindingRecord(
             server_id=server_id,

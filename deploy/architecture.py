@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Check the shape of the `monitor` package: layers, import cycles, module size.
+
+Run `python3 deploy/architecture.py` (standard library only; `deploy/dev.py check` and CI run it).
+It reads every module's imports (lazy and type-checking ones included: they are dependencies too)
+and fails when:
+
+- a module imports from a package of its own layer or a higher one (arrows point one way:
+  core <- config <- store <- collect, notify <- webapp <- service, cli),
+- modules import each other in a cycle, or
+- a module is longer than the limit (a module that long does more than one job).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "monitor"
+MAX_LINES = 500
+LAYERS = {
+    "core": 0,
+    "reporter": 0,
+    "config": 1,
+    "fingerprint": 1,
+    "store": 2,
+    "collect": 3,
+    "notify": 3,
+    "webapp": 4,
+    "service": 5,
+    "cli": 6,
+}
+"""The layer of each top-level module or package of `monitor`: imports go to lower layers only
+(or within one's own package). collect and notify share a layer, so neither imports the other."""
+
+
+def module_name(path: Path, package: Path) -> str:
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path, name: str, known: set[str]) -> set[str]:
+    """The `monitor` modules this file imports, resolved to module names that exist."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                found.add(submodule if submodule in known else base)
+    return {target for target in found if target in known and target != "monitor"}
+
+
+def top(name: str) -> str:
+    return name.split(".")[1] if name.count(".") >= 1 else name
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), each a cycle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def problems(package: Path) -> list[str]:
+    """Every violation in the package at `package` (a folder named `monitor`)."""
+    names = {module_name(path, package): path for path in sorted(package.rglob("*.py"))}
+    known = set(names)
+    graph = {name: imports_of(path, name, known) for name, path in names.items()}
+    found: list[str] = []
+    for name, path in names.items():
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_LINES:
+            found.append(f"{path.relative_to(package.parent)}: {lines} lines (limit {MAX_LINES})")
+        if name == "monitor":
+            continue
+        if top(name) not in LAYERS:
+            found.append(f"{name}: not in any layer (add its package to LAYERS in deploy/architecture.py)")
+            continue
+        for target in sorted(graph[name]):
+            if top(target) == top(name) or top(target) not in LAYERS:
+                continue
+            if LAYERS[top(target)] >= LAYERS[top(name)]:
+                found.append(f"{name} imports {target}: arrows point from higher layers to lower ones only")
+    found += [f"import cycle: {' -> '.join(component)}" for component in cycles(graph)]
+    return found
+
+
+def main() -> int:
+    found = problems(PACKAGE)
+    for problem in found:
+        print(f"architecture: {problem}", file=sys.stderr)
+    if not found:
+        count = sum(1 for _ in PACKAGE.rglob("*.py"))
+        print(f"architecture: {count} modules, layered, no import cycles, none over {MAX_LINES} lines")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""What a rule reports (a finding, with its severity) and what tool rules look at (a tool change).
+
+A finding is the one record shape every producer hands on: the diff engine, the poll's server
+rules and the host-session checker; storage, the API, pages and webhooks read it.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from monitor.core.listing import EffectiveHints, Tool, effective_hints
+from monitor.core.text import make_visible
+
+
+class Severity(enum.StrEnum):
+    INFO = "info"
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        return _SEVERITY_ORDER.index(self)
+
+    @classmethod
+    def parse(cls, value: str) -> Severity:
+        try:
+            return cls(value.lower())
+        except ValueError:
+            names = ", ".join(s.value for s in cls)
+            raise ValueError(f"unknown severity {value!r} (expected one of: {names})") from None
+
+
+_SEVERITY_ORDER = (Severity.INFO, Severity.LOW, Severity.MEDIUM, Severity.HIGH, Severity.CRITICAL)
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    severity: Severity
+    tool: str | None
+    field: str | None
+    old: Any
+    new: Any
+    message: str
+    detail: Any = None
+    """Rule-specific structure for reviewers: a word diff, a schema diff, raw annotation values."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "severity": self.severity.value,
+            "tool": self.tool,
+            "field": self.field,
+            "old": self.old,
+            "new": self.new,
+            "message": self.message,
+            "detail": self.detail,
+        }
+
+
+@dataclass
+class ToolChange:
+    """One tool's definition before and after; either side is None when it was added or removed."""
+
+    name: str
+    old: Tool | None
+    new: Tool | None
+
+    @cached_property
+    def old_hints(self) -> EffectiveHints:
+        return effective_hints(self.old or {})
+
+    @cached_property
+    def new_hints(self) -> EffectiveHints:
+        return effective_hints(self.new or {})
+
+    @property
+    def both(self) -> tuple[Tool, Tool] | None:
+        return (self.old, self.new) if self.old is not None and self.new is not None else None
+
+    def label(self) -> str:
+        return make_visible(self.name)

@@ -1,0 +1,28 @@
+"""The rule catalog: every finding drift-monitor can raise, with its id, severity and meaning.
+
+Tool rules are a small function each over one tool's old and new definition (`annotations`, `content`);
+the diff engine in `monitor.core.diff` runs them. Server and session rules (`servers`) are raised
+by the poll transaction and the host-session checker. Importing this package registers them all
+in the order of the generated docs (the modules import alphabetically: keep it so).
+"""
+
+from monitor.core.findings import Finding, Severity, ToolChange
+from monitor.core.rules import annotations as _annotations  # noqa: F401 - registers the annotation rules
+from monitor.core.rules import content as _content  # noqa: F401 - registers the content rules
+from monitor.core.rules import servers as _servers  # noqa: F401 - registers server and session rules
+from monitor.core.rules.catalog import CATALOG, Check, Rule, Scope
+from monitor.core.rules.content import schema_diff
+
+TOOL_RULES: tuple[Rule, ...] = tuple(r for r in CATALOG.values() if r.scope == "tool")
+
+__all__ = [
+    "CATALOG",
+    "TOOL_RULES",
+    "Check",
+    "Finding",
+    "Rule",
+    "Scope",
+    "Severity",
+    "ToolChange",
+    "schema_diff",
+]

@@ -1,0 +1,149 @@
+"""Rules on servers and host sessions: a small function each, called by whoever sees the condition.
+
+The poll transaction evaluates `server_unreachable` and `listing_changed_silently` from the server's
+recorded state; the host-session checker evaluates `session_stale` and `session_long_lived`. Each
+returns the finding (or None), and every finding takes the same path to an alert.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from monitor.core.findings import Finding, Severity
+from monitor.core.rules.catalog import CATALOG, Rule
+from monitor.core.text import make_visible
+
+for _server_rule in (
+    Rule(
+        "server-unreachable",
+        Severity.HIGH,
+        "Several consecutive polls of the server failed; resolved by the next successful poll.",
+        "server",
+    ),
+    Rule(
+        "listing-changed-silently",
+        Severity.HIGH,
+        "The listing changed but the monitor's long-lived watch session got no list-changed "
+        "notification, so hosts holding long-lived sessions stay stale.",
+        "server",
+    ),
+    Rule(
+        "session-stale",
+        Severity.HIGH,
+        "A registered host session still holds an older listing than the server's current one, past "
+        "the grace period; its severity is that of the worst change it missed.",
+        "session",
+    ),
+    Rule(
+        "session-long-lived",
+        Severity.LOW,
+        "A registered host session has been open longer than the configured maximum age.",
+        "session",
+    ),
+):
+    CATALOG[_server_rule.id] = _server_rule
+
+
+def server_unreachable(server: str, failures: int, threshold: int, kind: str, error: str) -> Finding | None:
+    """Raised once, at exactly the `threshold`-th consecutive failure: later failures are the same outage."""
+    if failures != threshold:
+        return None
+    return CATALOG["server-unreachable"].finding(
+        None, None, None, error, f"{server} failed {failures} polls in a row; last: {kind}: {error}"
+    )
+
+
+@dataclass(frozen=True)
+class WatchState:
+    """What the monitor's own long-lived watch session of a server has seen."""
+
+    connected_since: datetime | None
+    """Since when the session has been healthy; None while it is down."""
+    last_notification_at: datetime | None
+    list_changed_advertised: bool | None
+
+
+def announced(watch: WatchState, previous_confirmed: datetime) -> bool | None:
+    """Whether a change after `previous_confirmed` (the old version's last poll) was announced.
+
+    None when no healthy watch session covered that whole gap: then silence proves nothing.
+    """
+    if watch.connected_since is None or watch.connected_since > previous_confirmed:
+        return None
+    return watch.last_notification_at is not None and watch.last_notification_at >= previous_confirmed
+
+
+def listing_changed_silently(
+    server: str, version: int, watch: WatchState, previous_confirmed: datetime
+) -> Finding | None:
+    """A new version that a watch session, healthy since before the old one was confirmed, never heard of."""
+    if announced(watch, previous_confirmed) is not False:
+        return None
+    assert watch.connected_since is not None
+    return CATALOG["listing-changed-silently"].finding(
+        None,
+        None,
+        None,
+        None,
+        f"{server} changed its listing (version {version}) without sending "
+        "notifications/tools/list_changed on the monitor's watch session: hosts holding long-lived "
+        "sessions will keep acting on the old listing.",
+        detail={
+            "list_changed_advertised": watch.list_changed_advertised,
+            "watching_since": watch.connected_since.isoformat(),
+        },
+    )
+
+
+def describe_missed(findings: Sequence[Finding]) -> str:
+    """`still treats purge_tenant as read-only; ...` for the worst few changes."""
+    worst = sorted(findings, key=lambda f: -f.severity.rank)[:3]
+    parts = []
+    for finding in worst:
+        tool = make_visible(finding.tool or "")
+        if finding.rule == "read-only-revoked":
+            parts.append(f"still treats {tool} as read-only")
+        elif finding.rule == "tool-removed":
+            parts.append(f"still offers the removed tool {tool}")
+        elif finding.rule == "tool-added":
+            parts.append(f"does not know the new tool {tool}")
+        else:
+            parts.append(f"missed {finding.rule} on {tool}")
+    more = len(findings) - len(worst)
+    return "; ".join(parts) + (f"; and {more} more change(s)" if more > 0 else "")
+
+
+def session_stale(
+    server: str, session_id: str, client: str | None, missed: Sequence[Finding] | None
+) -> Finding:
+    """A session behind the current listing: as bad as the worst change it missed.
+
+    `missed` is None when the session holds a listing the monitor never saw (high: nobody can say
+    what it is acting on).
+    """
+    severity = max((f.severity for f in missed), key=lambda s: s.rank) if missed else Severity.HIGH
+    what = describe_missed(missed) if missed else "holds a listing the monitor never saw"
+    who = make_visible(client or "a host")
+    return CATALOG["session-stale"].finding(
+        None,
+        None,
+        None,
+        None,
+        f"Session {make_visible(session_id)} of {who} on {server} {what}.",
+        detail={"session_id": session_id},
+        severity=severity,
+    )
+
+
+def session_long_lived(server: str, session_id: str, connected_at: datetime, max_age: timedelta) -> Finding:
+    return CATALOG["session-long-lived"].finding(
+        None,
+        None,
+        None,
+        None,
+        f"Session {make_visible(session_id)} on {server} has been open since {connected_at.isoformat()}, "
+        f"longer than {max_age}.",
+        detail={"session_id": session_id},
+    )

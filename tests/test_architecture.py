@@ -1,0 +1,81 @@
+"""deploy/architecture.py: the package-shape check CI runs, shown to catch what it is for."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "deploy" / "architecture.py"
+
+
+@pytest.fixture(scope="module")
+def architecture() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("architecture", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["architecture"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def package(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "monitor"
+    for name, text in {"__init__.py": "", **files}.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_the_real_package_passes(architecture: ModuleType) -> None:
+    assert architecture.problems(architecture.PACKAGE) == []
+
+
+def test_a_clean_layering_passes(architecture: ModuleType, tmp_path: Path) -> None:
+    root = package(
+        tmp_path,
+        {
+            "core/__init__.py": "",
+            "core/text.py": "import json\n",
+            "store/__init__.py": "from monitor.store.db import x\n",
+            "store/db.py": "from monitor.core import text\nx = 1\n",
+            "cli.py": "def main():\n    from monitor.store import x\n",
+        },
+    )
+    assert architecture.problems(root) == []
+
+
+def test_upward_imports_sibling_imports_cycles_and_long_modules_fail(
+    architecture: ModuleType, tmp_path: Path
+) -> None:
+    root = package(
+        tmp_path,
+        {
+            "core/__init__.py": "",
+            "core/text.py": "from monitor.core import rules\n",
+            "core/rules.py": "from monitor.core.text import x\n",
+            "store/__init__.py": "",
+            "store/db.py": "if TYPE_CHECKING:\n    from monitor.webapp import app\n",
+            "collect/__init__.py": "",
+            "collect/poll.py": "def f():\n    from monitor.notify.alerts import y\n",
+            "notify/__init__.py": "",
+            "notify/alerts.py": "y = 1\n" * 501,
+            "webapp/__init__.py": "",
+            "webapp/app.py": "",
+            "extra.py": "",
+        },
+    )
+    found = architecture.problems(root)
+    assert (
+        "monitor.store.db imports monitor.webapp.app: arrows point from higher layers to lower ones only"
+        in found
+    )
+    assert any(p.startswith("monitor.collect.poll imports monitor.notify.alerts") for p in found)
+    assert "import cycle: monitor.core.rules -> monitor.core.text" in found
+    assert "monitor/notify/alerts.py: 501 lines (limit 500)" in found
+    assert any(p.startswith("monitor.extra: not in any layer") for p in found)
+    assert len(found) == 5, found
