@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 from httpx import Response
 from sqlalchemy import select
-from test_api import (
+from support.world import (
     AUTH,
     HOSTILE_IMG,
     HOSTILE_SCRIPT,
@@ -28,13 +28,14 @@ from test_api import (
     World,
     make_app,
     populate,
+    record,
 )
 
 from monitor.notify import sessions
 from monitor.store import Store
 from monitor.store.models import Alert
 from monitor.webapp.app import CONTENT_SECURITY_POLICY
-from monitor.webapp.pages import SESSION_SECONDS, session_cookie_value
+from monitor.webapp.context import SESSION_SECONDS, session_cookie_value
 
 RAW_HIDDEN = ("\u202e", "\u202c", "\U000e0041", "\U000e0042", "\u200b")
 
@@ -381,8 +382,6 @@ def test_large_forms_are_refused(browser: TestClient) -> None:
 
 def test_pages_survive_odd_listings(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """Descriptions that are not strings, annotations that are not objects, hints that are strings."""
-    from test_api import record
-
     from monitor.config import ServerConfig
 
     (server_id,) = store.sync_servers(
