@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_api import T0, TOKEN, World, make_app, populate, record, tool
+from support.world import T0, TOKEN, World, make_app, populate, record, tool
 
 from monitor.config import ServerConfig
 from monitor.store import Store, make_engine, migrate

@@ -6,6 +6,7 @@ for any element, attribute or raw invisible character a hostile server could hav
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Iterator
@@ -17,8 +18,8 @@ from urllib.parse import quote
 import pytest
 from fastapi.testclient import TestClient
 from httpx import Response
-from sqlalchemy import select
-from test_api import (
+from sqlalchemy import event, select
+from support.world import (
     AUTH,
     HOSTILE_IMG,
     HOSTILE_SCRIPT,
@@ -28,13 +29,14 @@ from test_api import (
     World,
     make_app,
     populate,
+    record,
 )
 
 from monitor.notify import sessions
-from monitor.store import Store
+from monitor.store import PollOutcome, Store
 from monitor.store.models import Alert
 from monitor.webapp.app import CONTENT_SECURITY_POLICY
-from monitor.webapp.pages import SESSION_SECONDS, session_cookie_value
+from monitor.webapp.context import SESSION_SECONDS, session_cookie_value
 
 RAW_HIDDEN = ("\u202e", "\u202c", "\U000e0041", "\U000e0042", "\u200b")
 
@@ -381,8 +383,6 @@ def test_large_forms_are_refused(browser: TestClient) -> None:
 
 def test_pages_survive_odd_listings(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """Descriptions that are not strings, annotations that are not objects, hints that are strings."""
-    from test_api import record
-
     from monitor.config import ServerConfig
 
     (server_id,) = store.sync_servers(
@@ -436,3 +436,57 @@ def test_odd_requests_never_crash_a_page(client: TestClient, path: str) -> None:
     response = client.get(path)
     assert response.status_code < 500, response.text[:300]
     assert response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+
+
+# --- the event loop --------------------------------------------------------------------------
+
+
+def test_no_database_statement_runs_on_the_event_loop(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Handlers, dependencies and the exception handlers that render error pages reach the database
+    only from the threadpool: a statement on the loop's own thread would stall every other request.
+    Must hold for every page, a sign-in and a form post, API reads and writes, poll-now and errors."""
+    on_loop: list[str] = []
+
+    def note_loop_statement(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # a worker thread: no loop runs here
+        on_loop.append(statement)
+
+    async def poll_now(name: str) -> PollOutcome:
+        raise LookupError(name)  # answered 404, after the server was looked up
+
+    engine = world.store.engine
+    event.listen(engine, "before_cursor_execute", note_loop_statement)
+    try:
+        app = make_app(world.store, monkeypatch, poll_now=poll_now)
+        with TestClient(app, follow_redirects=False) as browser:
+            sign_in(browser)
+            token = csrf_of(browser.get("/alerts"))
+            for path in [*page_paths(), "/servers/nope", "/?min_severity=huge"]:
+                assert browser.get(path).status_code in (200, 404, 422), path
+            assert browser.post("/alerts/999999/ack", data={"csrf_token": token}).status_code == 404
+            assert browser.post(f"/alerts/{open_alert(world)}/ack", data={}).status_code == 403
+            done = browser.post(f"/alerts/{open_alert(world)}/ack", data={"csrf_token": token})
+            assert done.status_code == 303
+        with TestClient(app, headers=AUTH) as api:
+            for path in ("/api/v1/servers", "/api/v1/changes", "/api/v1/alerts", "/api/v1/sessions"):
+                assert api.get(path).status_code == 200, path
+            assert api.get("/metrics").status_code == 200
+            assert api.post("/api/v1/servers/search/poll").status_code == 404
+            new_server = {"name": "extra", "url": "https://e.example/mcp"}
+            assert api.post("/api/v1/servers", json=new_server).status_code == 201
+            assert api.delete("/api/v1/servers/extra").status_code == 204
+            report = {
+                "server": "search",
+                "session_id": "s1",
+                "connected_at": "2026-03-01T12:00:00Z",
+                "fingerprint": world.fingerprints[3],
+            }
+            assert api.post("/api/v1/sessions", json=report).status_code == 201
+            assert api.put("/api/v1/sessions/search/s1", json={}).status_code == 200
+            assert api.delete("/api/v1/sessions/search/s1").status_code == 204
+    finally:
+        event.remove(engine, "before_cursor_execute", note_loop_statement)
+    assert on_loop == []

@@ -8,7 +8,6 @@ severity of the worst change the session missed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,6 +21,7 @@ from monitor.core.listing import ListingError, validate_tools
 from monitor.core.rules import servers as rules
 from monitor.notify import alerts
 from monitor.store.models import HostSession, Listing, ListingTool, Server, Snapshot, ToolDefinition
+from monitor.store.records import SessionRecord
 
 
 class SessionError(ValueError):
@@ -30,20 +30,6 @@ class SessionError(ValueError):
 
 class UnknownServer(SessionError):
     pass
-
-
-@dataclass(frozen=True)
-class SessionView:
-    server: str
-    session_id: str
-    client: str | None
-    connected_at: datetime
-    last_heartbeat_at: datetime
-    fingerprint: str
-    current_fingerprint: str | None
-    stale: bool
-    """Holds another listing than the server's current one for longer than the grace period."""
-    stale_since: datetime | None
 
 
 def _server(session: Session, name: str) -> Server:
@@ -158,7 +144,7 @@ def _stale_since(host: HostSession, current: tuple[Snapshot, str] | None) -> dat
 
 def list_sessions(
     session: Session, *, stale_only: bool, now: datetime, grace: timedelta = timedelta(minutes=5)
-) -> list[SessionView]:
+) -> list[SessionRecord]:
     """Every reported session, stale ones first, then the oldest connection first."""
     views = []
     rows = session.execute(select(HostSession, Server).join(Server, Server.id == HostSession.server_id)).all()
@@ -172,7 +158,7 @@ def list_sessions(
         if stale_only and not stale:
             continue
         views.append(
-            SessionView(
+            SessionRecord(
                 server=server.name,
                 session_id=host.session_id,
                 client=host.client,

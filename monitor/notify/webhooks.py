@@ -34,6 +34,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from monitor.config import Config, WebhookConfig
 from monitor.core.text import make_visible
 from monitor.store.models import Alert, DeliveryAttempt, FindingRecord, WebhookDelivery
+from monitor.store.records import AlertRecord, FindingFields
 
 if TYPE_CHECKING:
     import anyio
@@ -59,35 +60,39 @@ _WAKES = "drift_monitor.webhook_wakes"
 def alert_payload(
     event_type: str, alert: Alert, server: str, findings: Sequence[FindingRecord], base_url: str
 ) -> dict[str, Any]:
-    """The SPEC 9 body; `state`, `session_id` and `resolved_at` are extras for receivers that route."""
+    """The SPEC 9 body, built from the alert's and its findings' records; `state`, `session_id` and
+    `resolved_at` are extras for receivers that route."""
+    record = AlertRecord.of(alert, server=server, finding_count=len(findings))
     return {
         "type": event_type,
         "alert": {
-            "id": alert.id,
-            "rule": alert.rule,
-            "severity": alert.severity,
-            "state": alert.state,
-            "server": server,
-            "tool": alert.tool,
-            "session_id": alert.session_id,
-            "message": alert.message,
-            "opened_at": _iso(alert.opened_at),
-            "resolved_at": _iso(alert.resolved_at) if alert.resolved_at else None,
-            "url": f"{base_url.rstrip('/')}/alerts/{alert.id}",
+            "id": record.id,
+            "rule": record.rule,
+            "severity": record.severity.value,
+            "state": record.state.value,
+            "server": record.server,
+            "tool": record.tool,
+            "session_id": record.session_id,
+            "message": record.message,
+            "opened_at": _iso(record.opened_at),
+            "resolved_at": _iso(record.resolved_at) if record.resolved_at else None,
+            "url": f"{base_url.rstrip('/')}/alerts/{record.id}",
         },
-        "findings": [
-            {
-                "rule": finding.rule,
-                "severity": finding.severity,
-                "tool": finding.tool,
-                "field": finding.field,
-                "old": finding.old,
-                "new": finding.new,
-                "message": finding.message,
-                "detected_at": _iso(finding.detected_at),
-            }
-            for finding in findings[:MAX_FINDINGS]
-        ],
+        "findings": [_finding_payload(finding) for finding in findings[:MAX_FINDINGS]],
+    }
+
+
+def _finding_payload(stored: FindingRecord) -> dict[str, Any]:
+    finding = FindingFields.model_validate(stored)
+    return {
+        "rule": finding.rule,
+        "severity": finding.severity.value,
+        "tool": finding.tool,
+        "field": finding.field,
+        "old": finding.old,
+        "new": finding.new,
+        "message": finding.message,
+        "detected_at": _iso(stored.detected_at),
     }
 
 

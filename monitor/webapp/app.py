@@ -2,14 +2,14 @@
 
 `drift-monitor serve` builds the Store and runs `create_app(store, config, poll_now=...)` with
 uvicorn; tests call it directly. The API token is read once here from the environment variable
-named by `config.monitor.api_token_env`.
+named by `config.monitor.api_token_env`. Exception handlers that render a page are sync, so that
+Starlette runs them (and their database read) in its threadpool, as FastAPI does handlers.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,8 +26,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 import monitor
 from monitor.config import Config
 from monitor.notify.alerts import Alerting
-from monitor.store import PollOutcome, Store
-from monitor.webapp import api, pages
+from monitor.store import Store
+from monitor.webapp.api import alerts, changes, health, servers, sessions, snapshots
+from monitor.webapp.api.schemas import PATTERN_MESSAGES, ApiJSONResponse
+from monitor.webapp.context import PollNow, WebContext
+from monitor.webapp.deps import BEARER_REQUIRED, LoginRequired, require_read
+from monitor.webapp.pages import alerts as alert_pages
+from monitor.webapp.pages import at, auth, overview
+from monitor.webapp.pages import servers as server_pages
+from monitor.webapp.pages import sessions as session_pages
+from monitor.webapp.pages.csrf import FormRefused
+from monitor.webapp.pages.rendering import error_page, make_environment
 
 WEB = Path(monitor.__file__).resolve().parent.parent / "web"
 
@@ -101,12 +110,20 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
 
+PUBLIC_PATHS = frozenset({"/healthz", "/api/v1/healthz"})
+"""The only API paths that answer without the token (liveness, for load balancers)."""
+
+
+def is_api_path(path: str) -> bool:
+    return path.startswith("/api/") or path in ("/healthz", "/metrics")
+
+
 class BearerFirst:
     """With a token configured, an API request without it is answered 401 here, before routing: its
     body is never read or parsed (the route's own check runs only after FastAPI has parsed the body,
     so a malformed one was answered 422, and any body was buffered, for anyone)."""
 
-    def __init__(self, app: ASGIApp, web: api.WebContext) -> None:
+    def __init__(self, app: ASGIApp, web: WebContext) -> None:
         self.app = app
         self.web = web
 
@@ -115,12 +132,12 @@ class BearerFirst:
         if (
             scope["type"] == "http"
             and self.web.token is not None
-            and api.is_api_path(path)
-            and path not in api.PUBLIC_PATHS
+            and is_api_path(path)
+            and path not in PUBLIC_PATHS
             and not self.web.bearer_ok(Request(scope))
         ):
-            refusal = api.ApiJSONResponse(
-                {"detail": api.BEARER_REQUIRED}, 401, headers={"WWW-Authenticate": "Bearer"}
+            refusal = ApiJSONResponse(
+                {"detail": BEARER_REQUIRED}, 401, headers={"WWW-Authenticate": "Bearer"}
             )
             await refusal(scope, receive, send)
             return
@@ -128,7 +145,7 @@ class BearerFirst:
 
 
 def _wants_json(request: Request) -> bool:
-    return api.is_api_path(request.url.path)
+    return is_api_path(request.url.path)
 
 
 def _validation_detail(exc: RequestValidationError) -> tuple[str, list[dict[str, Any]]]:
@@ -140,8 +157,8 @@ def _validation_detail(exc: RequestValidationError) -> tuple[str, list[dict[str,
         if error.get("type") == "string_pattern_mismatch":
             fields = [str(part) for part in loc if isinstance(part, str)]
             for name in reversed(fields[:3]):
-                if name in api.PATTERN_MESSAGES:
-                    message = api.PATTERN_MESSAGES[name]
+                if name in PATTERN_MESSAGES:
+                    message = PATTERN_MESSAGES[name]
                     break
         items.append({"loc": loc, "msg": message, "type": str(error.get("type", "value_error"))})
     detail = "; ".join(f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in items)
@@ -152,7 +169,7 @@ def create_app(
     store: Store,
     config: Config,
     *,
-    poll_now: Callable[[str], Awaitable[PollOutcome]] | None = None,
+    poll_now: PollNow | None = None,
     alerting: Alerting | None = None,
 ) -> FastAPI:
     """The whole web layer over `store`.
@@ -162,7 +179,7 @@ def create_app(
     (default: one built from `config`).
     """
     token = (os.environ.get(config.monitor.api_token_env) or "").strip() or None
-    web = api.WebContext(
+    web = WebContext(
         store=store,
         config=config,
         token=token,
@@ -179,46 +196,49 @@ def create_app(
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
-        default_response_class=api.ApiJSONResponse,
+        default_response_class=ApiJSONResponse,
     )
     app.state.web = web
-    app.state.templates = pages.make_environment(WEB / "templates")
-    app.state.metrics = api.metrics_registry(web)
+    app.state.templates = make_environment(WEB / "templates")
     app.state.static_version = _static_version(WEB / "static")
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+    def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         if _wants_json(request):
-            return api.ApiJSONResponse({"detail": str(exc.detail)}, exc.status_code, headers=exc.headers)
-        return pages.error_page(request, exc.status_code, str(exc.detail))
+            return ApiJSONResponse({"detail": str(exc.detail)}, exc.status_code, headers=exc.headers)
+        return error_page(request, exc.status_code, str(exc.detail))
 
     @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, exc: RequestValidationError) -> Response:
+    def invalid(request: Request, exc: RequestValidationError) -> Response:
         detail, items = _validation_detail(exc)
         if _wants_json(request):
-            return api.ApiJSONResponse({"detail": detail, "errors": items}, 422)
-        return pages.error_page(request, 422, detail)
+            return ApiJSONResponse({"detail": detail, "errors": items}, 422)
+        return error_page(request, 422, detail)
 
-    @app.exception_handler(pages.LoginRequired)
-    async def login_required(request: Request, exc: pages.LoginRequired) -> Response:
+    @app.exception_handler(FormRefused)
+    def form_refused(request: Request, exc: FormRefused) -> Response:
+        return error_page(request, 403, str(exc))
+
+    @app.exception_handler(LoginRequired)
+    async def login_required(request: Request, exc: LoginRequired) -> Response:
         return RedirectResponse("/login?" + urlencode({"next": exc.next_path}), status_code=303)
 
     @app.exception_handler(Exception)
     async def crashed(request: Request, exc: Exception) -> Response:
         headers = dict(SECURITY_HEADERS)
         if _wants_json(request):
-            return api.ApiJSONResponse({"detail": "internal error"}, 500, headers=headers)
+            return ApiJSONResponse({"detail": "internal error"}, 500, headers=headers)
         return Response("internal error", 500, media_type="text/plain", headers=headers)
 
-    @app.get("/api/v1/openapi.json", include_in_schema=False, dependencies=[Depends(api.require_read)])
+    @app.get("/api/v1/openapi.json", include_in_schema=False, dependencies=[Depends(require_read)])
     def openapi() -> Response:
-        return api.ApiJSONResponse(app.openapi())
+        return ApiJSONResponse(app.openapi())
 
-    app.include_router(api.public)
-    app.include_router(api.router)
-    app.include_router(api.metrics_router)
-    app.include_router(pages.open_router)
-    app.include_router(pages.router)
+    for api_module in (health, servers, snapshots, changes, alerts, sessions):
+        app.include_router(api_module.router)
+    app.include_router(health.public)
+    for page_module in (auth, overview, server_pages, alert_pages, session_pages, at):
+        app.include_router(page_module.router)
     app.mount("/static", StaticFiles(directory=WEB / "static"), name="static")
     app.add_middleware(BodyLimit, limit=config.monitor.max_request_bytes)
     app.add_middleware(BearerFirst, web=web)

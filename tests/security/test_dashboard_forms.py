@@ -33,7 +33,8 @@ from monitor.notify.alerts import Alerting
 from monitor.store import Store
 from monitor.store.models import Alert
 from monitor.webapp.app import CONTENT_SECURITY_POLICY, create_app
-from monitor.webapp.pages import CSRF_COOKIE, SESSION_COOKIE
+from monitor.webapp.context import SESSION_COOKIE
+from monitor.webapp.pages.csrf import CSRF_COOKIE
 
 TOKEN_ENV = "SEC_DASHBOARD_TOKEN"
 TOKEN = "dashboard-token-51aa0c"

@@ -1,0 +1,83 @@
+"""Alerts as the web layer lists them, and the counts the overview and navigation show."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from monitor.core.rules import Severity
+from monitor.core.states import AlertState
+from monitor.store.models import Alert, AlertFinding, Server
+from monitor.store.records import AlertRecord
+
+
+def list_alerts(
+    session: Session,
+    *,
+    state: AlertState | None = None,
+    server_id: int | None = None,
+    min_severity: Severity | None = None,
+    limit: int,
+    before: int | None = None,
+    alert_id: int | None = None,
+) -> list[AlertRecord]:
+    """Alerts newest first by id; `before` is the id of the previous page's last alert."""
+    finding_count = (
+        select(func.count())
+        .select_from(AlertFinding)
+        .where(AlertFinding.alert_id == Alert.id)
+        .scalar_subquery()
+    )
+    query = select(
+        Alert.id,
+        Server.name.label("server"),
+        Alert.rule,
+        Alert.severity,
+        Alert.tool,
+        Alert.session_id,
+        Alert.state,
+        Alert.message,
+        Alert.opened_at,
+        Alert.last_seen_at,
+        Alert.acknowledged_at,
+        Alert.resolved_at,
+        finding_count.label("finding_count"),
+    ).join(Server, Server.id == Alert.server_id)
+    if state is not None:
+        query = query.where(Alert.state == state)
+    if server_id is not None:
+        query = query.where(Alert.server_id == server_id)
+    if min_severity is not None:
+        query = query.where(Alert.severity_rank >= min_severity.rank)
+    if before is not None:
+        query = query.where(Alert.id < before)
+    if alert_id is not None:
+        query = query.where(Alert.id == alert_id)
+    query = query.order_by(Alert.id.desc()).limit(limit)
+    return [AlertRecord.model_validate(row) for row in session.execute(query)]
+
+
+def find_alert(session: Session, alert_id: int) -> AlertRecord | None:
+    rows = list_alerts(session, limit=1, alert_id=alert_id)
+    return rows[0] if rows else None
+
+
+def alert_state_counts(session: Session) -> dict[AlertState, int]:
+    counts = dict.fromkeys(AlertState, 0)
+    for state, count in session.execute(select(Alert.state, func.count()).group_by(Alert.state)):
+        counts[AlertState(state)] = int(count)
+    return counts
+
+
+def open_alert_counts(session: Session, server_ids: Iterable[int] | None = None) -> dict[int, dict[str, int]]:
+    """Open (not acknowledged, not resolved) alerts per server and severity."""
+    query = select(Alert.server_id, Alert.severity, func.count()).where(Alert.state == AlertState.OPEN)
+    if server_ids is not None:
+        query = query.where(Alert.server_id.in_(list(server_ids)))
+    counts: dict[int, dict[str, int]] = defaultdict(dict)
+    for sid, severity, count in session.execute(query.group_by(Alert.server_id, Alert.severity)):
+        counts[sid][severity] = int(count)
+    return counts

@@ -1,0 +1,180 @@
+"""The record shapes of the read side, each defined once.
+
+Queries return these, the JSON API answers with them as they are (their fields are the API's field
+names), pages render them, and webhooks build their bodies from them. Ids the web layer needs to
+ask further questions (a server's or a version's row id) are excluded from JSON and from the
+OpenAPI document. A record never holds a server's headers or any other secret.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic.json_schema import SkipJsonSchema
+
+from monitor.core.rules import Severity
+from monitor.core.states import AlertState, ServerOrigin, ServerStatus
+from monitor.store.models import Alert
+
+SEVERITIES: tuple[str, ...] = tuple(s.value for s in sorted(Severity, key=lambda s: -s.rank))
+"""Severity names, worst first: the order every page and count lists them in."""
+
+RowId = Annotated[SkipJsonSchema[int], Field(exclude=True)]
+"""A database id the web layer uses to ask further questions; never part of an answer."""
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(frozen=True, from_attributes=True)
+
+
+class SnapshotRecord(Record):
+    """One version of a server's listing: the span of consecutive polls that saw the same listing."""
+
+    id: RowId
+    server_id: RowId
+    listing_id: RowId
+    version: int = Field(description="1 for the first listing seen, +1 for each different one after it")
+    fingerprint: str = Field(description="SHA-256 of the canonical listing (SPEC section 2)")
+    first_seen: datetime
+    last_seen: datetime
+    poll_count: int = Field(description="Successful polls that saw this listing")
+    tool_count: int
+    protocol_version: str | None
+
+
+class SnapshotListing(SnapshotRecord):
+    """A version with the whole listing as the server sent it."""
+
+    server: str
+    server_info: dict[str, Any] | None
+    tools: list[dict[str, Any]] = Field(description="The tools as the server sent them, `_meta` included")
+
+
+class ServerRecord(Record):
+    """A registered server with its current version and open alerts; never its headers."""
+
+    id: RowId
+    name: str
+    transport: Literal["http", "sse", "stdio"]
+    url: str | None = Field(description="With any password in the URL replaced by ***")
+    command: str | None
+    origin: ServerOrigin
+    created_at: datetime
+    last_poll_at: datetime | None
+    last_success_at: datetime | None
+    consecutive_failures: int
+    last_error: str | None
+    protocol_version: str | None
+    server_info: dict[str, Any] | None
+    capabilities: dict[str, Any] | None
+    list_changed_advertised: bool | None
+    watching_since: datetime | None = Field(
+        description="Since when the monitor's long-lived watch session to the server has been up"
+    )
+    last_notification_at: datetime | None = Field(description="The last tools list-changed notification")
+    era: str
+    interval_seconds: float | None
+    has_headers: bool = Field(
+        description="Whether request headers are stored; their values are never returned"
+    )
+    current: SnapshotRecord | None
+    open_alerts: dict[str, int] = Field(description="Open alerts by severity")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def status(self) -> ServerStatus:
+        if self.last_poll_at is None:
+            return ServerStatus.NEVER_POLLED
+        return ServerStatus.FAILING if self.consecutive_failures > 0 else ServerStatus.OK
+
+    @property
+    def worst_open_rank(self) -> int:
+        """The rank of the worst severity with an open alert; -1 when none is open."""
+        return max((Severity(s).rank for s, n in self.open_alerts.items() if n > 0), default=-1)
+
+
+class FindingFields(Record):
+    """What a finding says, whether just computed by the diff engine or read from storage."""
+
+    rule: str
+    severity: Severity
+    tool: str | None
+    field: str | None
+    old: Any
+    new: Any
+    message: str
+    detail: Any
+
+    @property
+    def rank(self) -> int:
+        return self.severity.rank
+
+
+class ChangeRecord(FindingFields):
+    """A stored finding, with the server and the versions it was found between."""
+
+    id: int
+    server: str
+    detected_at: datetime
+    from_version: int | None = Field(description="The version changed from; null for server findings")
+    to_version: int | None
+
+
+class ToolVersionRecord(Record):
+    """A run of consecutive server versions in which one tool kept one definition (or was absent)."""
+
+    from_version: int = Field(description="First server version with this definition")
+    to_version: int = Field(description="Last server version with this definition")
+    first_seen: datetime
+    last_seen: datetime
+    fingerprint: str | None = Field(description="SHA-256 of the tool's canonical JSON")
+    definition: dict[str, Any] | None
+    findings: list[ChangeRecord] = Field(description="What changed at the step into this version")
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="False for a run of versions in which the tool was absent"
+    )
+    @property
+    def present(self) -> bool:
+        return self.definition is not None
+
+
+class AlertRecord(Record):
+    """An alert with its server's name and how many findings it gathered."""
+
+    id: int
+    server: str
+    rule: str
+    severity: Severity
+    tool: str | None
+    session_id: str | None
+    state: AlertState
+    message: str
+    opened_at: datetime
+    last_seen_at: datetime
+    acknowledged_at: datetime | None
+    resolved_at: datetime | None
+    finding_count: int
+
+    @classmethod
+    def of(cls, alert: Alert, *, server: str, finding_count: int) -> AlertRecord:
+        """The record of an alert row at hand (the queries read the same shape in one statement)."""
+        columns = {name: getattr(alert, name) for name in cls.model_fields if hasattr(Alert, name)}
+        return cls.model_validate({**columns, "server": server, "finding_count": finding_count})
+
+
+class SessionRecord(Record):
+    """A host session and whether the listing it cached is still the server's current one."""
+
+    server: str
+    session_id: str
+    client: str | None
+    connected_at: datetime
+    last_heartbeat_at: datetime
+    fingerprint: str
+    current_fingerprint: str | None
+    stale: bool
+    """Holds another listing than the server's current one for longer than the grace period."""
+    stale_since: datetime | None

@@ -1,0 +1,53 @@
+"""/api/v1/changes: stored findings across servers, newest first."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import AwareDatetime
+
+from monitor.core.rules import Severity
+from monitor.store import queries
+from monitor.store.records import ChangeRecord
+from monitor.webapp.api.schemas import (
+    ERRORS,
+    SERVER_NAME,
+    ApiJSONResponse,
+    IntCursor,
+    Limit,
+    Page,
+    not_found,
+    utc,
+)
+from monitor.webapp.deps import ReadSession, require_read, server_id_or_404
+
+router = APIRouter(
+    prefix="/api/v1",
+    tags=["changes"],
+    dependencies=[Depends(require_read)],
+    responses=ERRORS,
+    default_response_class=ApiJSONResponse,
+)
+
+
+@router.get("/changes", summary="Findings across servers, newest first", responses=not_found("server"))
+def list_changes(
+    session: ReadSession,
+    server: Annotated[str | None, Query(max_length=200, pattern=SERVER_NAME)] = None,
+    min_severity: Severity | None = None,
+    since: Annotated[AwareDatetime | None, Query(description="Detected at or after (inclusive)")] = None,
+    until: Annotated[AwareDatetime | None, Query(description="Detected before (exclusive)")] = None,
+    limit: Limit = 100,
+    before: IntCursor = None,
+) -> Page[ChangeRecord, int]:
+    rows = queries.list_changes(
+        session,
+        server_id=server_id_or_404(session, server) if server is not None else None,
+        min_severity=min_severity,
+        since=utc(since, ["query", "since"]) if since else None,
+        until=utc(until, ["query", "until"]) if until else None,
+        limit=limit + 1,
+        before=before,
+    )
+    return Page.of(rows, limit, lambda change: change.id)

@@ -1,0 +1,151 @@
+"""Operations: /healthz for load balancers (no token) and /metrics for Prometheus."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Request, Response
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeHistogramMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import choose_encoder
+from pydantic import BaseModel
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+
+from monitor.core.states import AlertState
+from monitor.store import queries
+from monitor.store.records import SEVERITIES
+from monitor.webapp.api.schemas import ERRORS, ApiJSONResponse
+from monitor.webapp.context import WebContext
+from monitor.webapp.deps import ReadSession, Web, require_read
+
+METRICS_WINDOW = timedelta(hours=1)
+"""Poll latency is reported for the polls started this long ago or later."""
+
+public = APIRouter(tags=["operations"], default_response_class=ApiJSONResponse)
+"""Endpoints outside the token check: only /healthz."""
+router = APIRouter(tags=["operations"], dependencies=[Depends(require_read)], responses=ERRORS)
+
+
+class Health(BaseModel):
+    status: Literal["ok", "unavailable"]
+    detail: str | None = None
+
+
+HEALTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": Health, "description": "The database answers"},
+    503: {"model": Health, "description": "The database does not answer"},
+}
+
+
+def _health(web: WebContext) -> Response:
+    try:
+        with web.store.engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except SQLAlchemyError:
+        body = Health(status="unavailable", detail="the database did not answer")
+        return ApiJSONResponse(body.model_dump(), status_code=503)
+    return ApiJSONResponse(Health(status="ok").model_dump(exclude_none=True))
+
+
+@public.get("/healthz", responses=HEALTH_RESPONSES, summary="Liveness (no auth)")
+def healthz(web: Web) -> Response:
+    return _health(web)
+
+
+@public.get("/api/v1/healthz", responses=HEALTH_RESPONSES, include_in_schema=False)
+def healthz_v1(web: Web) -> Response:
+    return _health(web)
+
+
+class DatabaseCollector:
+    """The metric families of one scrape, from counts read from the database, so every monitor
+    process reports the same totals."""
+
+    BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+    def __init__(self, data: queries.MetricsData, now: datetime) -> None:
+        self.data = data
+        self.now = now
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> list[Metric]:
+        data = self.data
+        polls = CounterMetricFamily("drift_monitor_polls", "Polls recorded, by outcome.", labels=["outcome"])
+        polls.add_metric(["ok"], data.polls_ok)
+        polls.add_metric(["failed"], data.polls_failed)
+        failures = CounterMetricFamily("drift_monitor_poll_failures", "Failed polls recorded.")
+        failures.add_metric([], data.polls_failed)
+        seconds = sorted(d / 1000 for d in data.recent_durations_ms)
+        buckets = [(str(b), float(sum(1 for s in seconds if s <= b))) for b in self.BUCKETS_S]
+        buckets.append(("+Inf", float(len(seconds))))
+        latency = GaugeHistogramMetricFamily(
+            "drift_monitor_poll_duration_seconds",
+            "Poll latency of the polls started in the last hour (a gauge histogram: old polls leave it).",
+            buckets=buckets,
+            gsum_value=sum(seconds),
+        )
+        servers = GaugeMetricFamily(
+            "drift_monitor_servers", "Registered servers by status.", labels=["status"]
+        )
+        for status, count in data.servers_by_status.items():
+            servers.add_metric([status.value.replace(" ", "_")], count)
+        alerts = GaugeMetricFamily(
+            "drift_monitor_alerts", "Unresolved alerts by state and severity.", labels=["state", "severity"]
+        )
+        for (state, severity), count in sorted(data.alerts.items()):
+            alerts.add_metric([state.value, severity], count)
+        open_alerts = GaugeMetricFamily(
+            "drift_monitor_open_alerts", "Open (unacknowledged) alerts by severity.", labels=["severity"]
+        )
+        for severity in SEVERITIES:
+            open_alerts.add_metric([severity], data.alerts[(AlertState.OPEN, severity)])
+        pending = GaugeMetricFamily(
+            "drift_monitor_webhook_deliveries_pending", "Webhook deliveries waiting in the outbox."
+        )
+        pending.add_metric([], data.pending_deliveries)
+        age = GaugeMetricFamily(
+            "drift_monitor_webhook_oldest_pending_age_seconds",
+            "Age of the oldest pending delivery (0 if none).",
+        )
+        oldest = data.oldest_pending_delivery
+        age.add_metric([], max(0.0, (self.now - oldest).total_seconds()) if oldest else 0.0)
+        versions = GaugeMetricFamily("drift_monitor_snapshot_versions", "Stored listing versions.")
+        versions.add_metric([], data.snapshot_versions)
+        return [polls, failures, latency, servers, alerts, open_alerts, pending, age, versions]
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus text format",
+    response_class=Response,
+    responses={
+        200: {
+            "content": {
+                "text/plain": {"schema": {"type": "string"}},
+                "application/openmetrics-text": {"schema": {"type": "string"}},
+            },
+            "description": "Metrics, in OpenMetrics when the Accept header asks for it",
+        }
+    },
+)
+def metrics(request: Request, web: Web, session: ReadSession) -> Response:
+    """OpenMetrics when the scraper asks for it (Prometheus does), else the classic text format."""
+    now = web.now()
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DatabaseCollector(queries.read_metrics(session, now=now, window=METRICS_WINDOW), now))
+    encoder, content_type = choose_encoder(request.headers.get("accept", ""))
+    return Response(encoder(registry), headers={"content-type": content_type})
+
+
+@router.get("/api/v1/metrics", include_in_schema=False, response_class=Response)
+def metrics_v1(request: Request, web: Web, session: ReadSession) -> Response:
+    return metrics(request, web, session)

@@ -1,0 +1,202 @@
+"""/api/v1/servers: list, register, show, forget and poll servers."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
+from pydantic import BaseModel, ValidationError
+from sqlalchemy import delete
+
+from monitor.config import ServerConfig
+from monitor.core.rules import Severity
+from monitor.core.states import ServerOrigin
+from monitor.store import queries
+from monitor.store.models import Server
+from monitor.store.records import FindingFields, ServerRecord
+from monitor.webapp.api.schemas import (
+    ERRORS,
+    SERVER_NAME,
+    WRITE_ERRORS,
+    ApiJSONResponse,
+    ErrorOut,
+    Limit,
+    Page,
+    ServerCreate,
+    not_found,
+    unprocessable,
+)
+from monitor.webapp.context import PollNow
+from monitor.webapp.deps import (
+    ReadSession,
+    ServerName,
+    Web,
+    WriteSession,
+    db_safe,
+    find_server_or_404,
+    require_read,
+    require_write,
+    server_or_404,
+)
+
+router = APIRouter(
+    prefix="/api/v1",
+    tags=["servers"],
+    dependencies=[Depends(require_read)],
+    responses=ERRORS,
+    default_response_class=ApiJSONResponse,
+)
+TheServer = Annotated[ServerRecord, Depends(server_or_404)]
+
+
+class PollOut(BaseModel):
+    server: str
+    ok: bool
+    tool_count: int
+    fingerprint: str | None
+    version: int | None
+    new_version: bool
+    worst: Severity | None
+    findings: list[FindingFields]
+    error_kind: str | None
+    error: str | None
+
+
+@router.get("/servers", summary="List servers by name")
+def list_servers(
+    session: ReadSession,
+    limit: Limit = 100,
+    before: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            pattern=SERVER_NAME,
+            description="`next_before` of the previous page (a server name)",
+        ),
+    ] = None,
+) -> Page[ServerRecord, str]:
+    if before is not None and not db_safe(before):
+        raise unprocessable(["query", "before"], "not a server name")
+    rows = queries.list_servers(session, limit=limit + 1, after=before)
+    return Page.of(rows, limit, lambda server: server.name)
+
+
+@router.post(
+    "/servers",
+    status_code=201,
+    summary="Register an http or sse server",
+    description="The URL's host must pass `[monitor] allowed_server_hosts` (by default: anything but "
+    "link-local, cloud metadata and reserved addresses), or the answer is 422; every connection "
+    "the poller makes to it is checked again.",
+    dependencies=[Depends(require_write)],
+    responses={**WRITE_ERRORS, 409: {"model": ErrorOut, "description": "The name is taken"}},
+)
+def create_server(web: Web, body: ServerCreate, response: Response, session: WriteSession) -> ServerRecord:
+    try:
+        ServerConfig(
+            name=body.name, transport=body.transport, url=body.url, headers=body.headers, era=body.era
+        )
+    except ValidationError as exc:
+        problems = "; ".join(str(e["msg"]) for e in exc.errors(include_input=False, include_url=False))
+        raise HTTPException(422, problems) from None
+    refusal = web.config.monitor.host_policy.url_refusal(body.url)  # SSRF: checked again at connect
+    if refusal is not None:
+        raise HTTPException(422, f"body.url: {refusal}")
+    if queries.server_id(session, body.name) is not None:
+        raise HTTPException(409, f"a server named {body.name!r} is already registered")
+    now = web.now()
+    session.add(
+        Server(
+            name=body.name,
+            transport=body.transport,
+            url=body.url,
+            origin=ServerOrigin.API,
+            created_at=now,
+            consecutive_failures=0,
+            headers=dict(body.headers) or None,
+            interval_seconds=body.interval_seconds,
+            era=body.era,
+            next_poll_at=now,
+        )
+    )
+    session.flush()
+    response.headers["Location"] = f"/api/v1/servers/{body.name}"
+    return find_server_or_404(session, body.name)
+
+
+@router.get("/servers/{name}", responses=not_found("server"))
+def get_server(server: TheServer) -> ServerRecord:
+    return server
+
+
+@router.delete(
+    "/servers/{name}",
+    status_code=204,
+    summary="Forget a server registered over the API, with its whole history",
+    description="Only servers registered over the API can be deleted; a config-file server would be "
+    "registered again at the next sync, so it is removed from the config file instead (409).",
+    dependencies=[Depends(require_write)],
+    responses={
+        **WRITE_ERRORS,
+        **not_found("server"),
+        409: {"model": ErrorOut, "description": "The server comes from the config file"},
+    },
+)
+def delete_server(server: TheServer, session: WriteSession) -> Response:
+    if server.origin != ServerOrigin.API:
+        raise HTTPException(
+            409,
+            f"server {server.name!r} comes from the config file: remove it there "
+            "(it would be registered again at the next sync)",
+        )
+    session.execute(delete(Server).where(Server.id == server.id))
+    return Response(status_code=204)
+
+
+def server_to_poll(web: Web, name: ServerName) -> ServerRecord:
+    """The server, looked up in a session of its own: the poll that follows may take seconds, and
+    holds no database connection meanwhile."""
+    with web.store.sessions() as session:
+        return find_server_or_404(session, name)
+
+
+async def poller(web: Web) -> PollNow:
+    if web.poll_now is None:
+        raise HTTPException(
+            503,
+            "polling on request is not available in this process (run the app with `drift-monitor serve`)",
+        )
+    return web.poll_now
+
+
+@router.post(
+    "/servers/{name}/poll",
+    summary="Poll the server now and store the result",
+    dependencies=[Depends(require_write)],
+    responses={
+        **WRITE_ERRORS,
+        **not_found("server"),
+        503: {"model": ErrorOut, "description": "This process cannot poll"},
+    },
+)
+async def poll_server(
+    poll_now: Annotated[PollNow, Depends(poller)],
+    server: Annotated[ServerRecord, Depends(server_to_poll)],
+) -> PollOut:
+    """Async to await the poller, which does its own database work off the loop."""
+    try:
+        outcome = await poll_now(server.name)
+    except LookupError:
+        raise HTTPException(404, f"server {server.name!r} is not known to this process's poller") from None
+    return PollOut(
+        server=outcome.server,
+        ok=outcome.ok,
+        tool_count=outcome.tool_count,
+        fingerprint=outcome.fingerprint,
+        version=outcome.version,
+        new_version=outcome.new_version,
+        worst=outcome.worst,
+        findings=[FindingFields.model_validate(f) for f in outcome.findings],
+        error_kind=outcome.error_kind,
+        error=outcome.error,
+    )

@@ -1,0 +1,131 @@
+"""A server's history over the API: its versions, one version's listing, the version in force at an
+instant, and one tool's definitions."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Path, Query
+from pydantic import AwareDatetime, BaseModel, Field
+
+from monitor.core.text import make_visible
+from monitor.store import queries
+from monitor.store.records import ServerRecord, SnapshotListing, SnapshotRecord, ToolVersionRecord
+from monitor.webapp.api.schemas import (
+    ERRORS,
+    INT32_MAX,
+    ApiJSONResponse,
+    IntCursor,
+    Limit,
+    Page,
+    not_found,
+    utc,
+)
+from monitor.webapp.deps import ReadSession, ServerName, db_safe, require_read, server_or_404
+
+router = APIRouter(
+    prefix="/api/v1",
+    tags=["snapshots"],
+    dependencies=[Depends(require_read)],
+    responses=ERRORS,
+    default_response_class=ApiJSONResponse,
+)
+TheServer = Annotated[ServerRecord, Depends(server_or_404)]
+
+
+class AtOut(BaseModel):
+    server: str
+    time: datetime = Field(description="The instant asked about, in UTC")
+    snapshot: SnapshotRecord
+    in_force_since: datetime = Field(description="When this version was first seen")
+    last_confirmed: datetime = Field(description="The last poll that saw this version")
+    superseded_at: datetime | None = Field(description="When the next version was first seen; null if none")
+    certain: bool = Field(
+        description="True when a poll at or after `time` still saw this version; false when `time` is "
+        "after its last poll, so another listing may already have been served"
+    )
+
+
+class ToolHistory(Page[ToolVersionRecord, int]):
+    """Each definition of one tool, newest first; `next_before` is a `from_version`."""
+
+    server: str
+    tool: str
+
+
+@router.get(
+    "/servers/{name}/snapshots",
+    summary="Versions of the server's listing, newest first",
+    responses=not_found("server"),
+)
+def list_snapshots(
+    server: TheServer, session: ReadSession, limit: Limit = 100, before: IntCursor = None
+) -> Page[SnapshotRecord, int]:
+    rows = queries.list_snapshots(session, server.id, limit=limit + 1, before=before)
+    return Page.of(rows, limit, lambda snapshot: snapshot.version)
+
+
+@router.get(
+    "/servers/{name}/snapshots/{version}",
+    summary="One version with its full listing",
+    responses=not_found("server or version"),
+)
+def get_snapshot(
+    server: TheServer, session: ReadSession, version: Annotated[int, Path(ge=1, le=INT32_MAX)]
+) -> SnapshotListing:
+    found = queries.snapshot_listing(session, server.id, version)
+    if found is None:
+        raise HTTPException(404, f"server {server.name!r} has no version {version}")
+    return found
+
+
+@router.get(
+    "/servers/{name}/at",
+    summary="The version in force at an instant (incident review)",
+    responses=not_found("server, or no version at or before that time"),
+)
+def snapshot_at(
+    session: ReadSession,
+    name: ServerName,
+    time: Annotated[AwareDatetime, Query(description="ISO 8601 with an offset, e.g. 2026-03-01T12:00:00Z")],
+) -> AtOut:
+    """One statement when the answer exists (by name, without looking the server up first)."""
+    at = utc(time, ["query", "time"])
+    found = queries.snapshot_at(session, name, at)
+    if found is None:
+        server_id = queries.server_id(session, name)
+        if server_id is None:
+            raise HTTPException(404, f"no server named {name!r}")
+        first = queries.first_snapshot_time(session, server_id)
+        since = f"; its first version was seen at {first.isoformat()}" if first else "; it has no version yet"
+        raise HTTPException(404, f"server {name!r} had no listing at {at.isoformat()}{since}")
+    snapshot = found.snapshot
+    return AtOut(
+        server=name,
+        time=at,
+        snapshot=snapshot,
+        in_force_since=snapshot.first_seen,
+        last_confirmed=snapshot.last_seen,
+        superseded_at=found.superseded_at,
+        certain=at <= snapshot.last_seen,
+    )
+
+
+@router.get(
+    "/servers/{name}/tools/{tool:path}/history",
+    summary="Each definition one tool had, newest first, with what changed at each step",
+    responses=not_found("server or tool"),
+)
+def tool_history(
+    server: TheServer,
+    session: ReadSession,
+    tool: Annotated[str, Path(description="The tool's name (URL-encoded)")],
+    limit: Limit = 100,
+    before: IntCursor = None,
+) -> ToolHistory:
+    runs = queries.tool_history(session, server.id, tool) if db_safe(tool) else []
+    if not runs:
+        raise HTTPException(404, f"server {server.name!r} never listed a tool named {make_visible(tool)!r}")
+    newest_first = [r for r in reversed(runs) if before is None or r.from_version < before]
+    return ToolHistory.of(newest_first, limit, lambda run: run.from_version, server=server.name, tool=tool)

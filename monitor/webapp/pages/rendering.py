@@ -1,0 +1,229 @@
+"""Rendering pages: the Jinja environment, the filters that make hostile text inert and visible, and
+the page and error-page responses.
+
+Templates autoescape, and the environment's `finalize` turns every string it prints into escaped
+text with invisible and direction-changing characters replaced by a visible, marked code point;
+attributes use the `plain` filter instead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup, escape
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from monitor.core.listing import annotations_of
+from monitor.core.states import AlertState
+from monitor.core.text import is_hidden, make_visible
+from monitor.store import queries
+from monitor.store.records import SEVERITIES
+from monitor.webapp.deps import context_of, signed_in
+from monitor.webapp.pages.csrf import CSRF_COOKIE, csrf_token
+
+# --- filters for untrusted text -------------------------------------------------------------
+
+
+def _hidden_mark(char: str) -> Markup:
+    code = f"U+{ord(char):04X}"
+    name = unicodedata.name(char, "") if char != "\r" else "CARRIAGE RETURN"
+    title = f"{code} {name}".strip() + " (invisible or direction-changing character)"
+    return Markup('<mark class="hidden-char" title="{}">{}</mark>').format(title, code)
+
+
+_ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _plain_ascii(text: str) -> bool:
+    """Printable ASCII (and newlines, tabs) never needs marking: the fast path for most text."""
+    return text.isascii() and _ASCII_CONTROL.search(text) is None
+
+
+def visible(value: Any) -> Markup:
+    """Escaped text with each invisible or bidi character shown as a marked `U+XXXX`."""
+    if value is None:
+        return Markup("")
+    if isinstance(value, Markup):
+        return value
+    text = value if isinstance(value, str) else str(value)
+    if _plain_ascii(text):
+        return escape(text)
+    return Markup("").join(_hidden_mark(c) if c == "\r" or is_hidden(c) else escape(c) for c in text)
+
+
+def plain(value: Any) -> Markup:
+    """For attribute values: hidden characters become `<U+XXXX>` text, then everything is escaped."""
+    if value is None:
+        return Markup("")
+    text = value if isinstance(value, str) else str(value)
+    return escape(text if _plain_ascii(text) else make_visible(text))
+
+
+def _finalize(value: Any) -> Any:
+    """Applied to every `{{ expression }}`: strings are made visible; safe markup passes through."""
+    if isinstance(value, Markup) or not isinstance(value, str):
+        return value
+    return visible(value)
+
+
+def format_time(value: datetime | None) -> Markup:
+    """A `<time>` element; both renderings are digits and punctuation we produce, so no escaping."""
+    if value is None:
+        return Markup('<span class="muted">never</span>')
+    utc = value.astimezone(UTC)
+    text = f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d} {utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}"
+    return Markup(f'<time datetime="{text.replace(" ", "T")}Z">{text} UTC</time>')  # noqa: S704
+
+
+def severity_badge(value: str | None) -> Markup:
+    """A severity as a coloured label with the word in it: colour is never the only signal."""
+    return Markup('<span class="sev sev-{}">{}</span>').format(severity_class(value), value or "")
+
+
+def status_badge(value: str) -> Markup:
+    kind = {"ok": "ok", "failing": "failing"}.get(value, "none")
+    return Markup('<span class="status status-{}">{}</span>').format(kind, value)
+
+
+def fingerprint_code(value: str | None) -> Markup:
+    if not value:
+        return Markup('<span class="muted">none</span>')
+    return Markup('<code class="fp" title="{}">{}</code>').format(plain(value), plain(value[:12]))
+
+
+def iso(value: datetime | None) -> str:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z") if value else ""
+
+
+def path_quote(value: str) -> str:
+    """One URL path segment: slashes, `?`, `#` and everything non-ASCII percent-encoded."""
+    return quote(value.encode("utf-8", "surrogatepass"), safe="")
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def ago(value: datetime | None, now: datetime) -> str:
+    if value is None:
+        return "never"
+    seconds = (now - value).total_seconds()
+    future = seconds < 0
+    seconds = abs(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            amount = f"{int(seconds // size)} {unit}"
+            break
+    else:
+        amount = f"{int(seconds)} s"
+    return f"in {amount}" if future else f"{amount} ago"
+
+
+def severity_class(value: str | None) -> str:
+    return value if value in SEVERITIES else "unknown"
+
+
+def as_text(value: Any) -> str:
+    """A field that should be text: strings as they are, anything else (hostile or odd) as JSON."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else compact_json(value)
+
+
+def tool_title(tool: Mapping[str, Any]) -> str:
+    title = tool.get("title")
+    if title is None:
+        title = (annotations_of(tool) or {}).get("title")
+    return as_text(title)
+
+
+def make_environment(templates: Path) -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(str(templates)),
+        autoescape=True,
+        undefined=StrictUndefined,
+        finalize=_finalize,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        visible=visible,
+        plain=plain,
+        ts=format_time,
+        iso=iso,
+        pathq=path_quote,
+        pretty=pretty_json,
+        compact=compact_json,
+        sevclass=severity_class,
+    )
+    env.globals.update(
+        severities=SEVERITIES,
+        as_text=as_text,
+        tool_title=tool_title,
+        sev=severity_badge,
+        status=status_badge,
+        fp=fingerprint_code,
+    )
+    return env
+
+
+def render(
+    request: Request, session: Session, template: str, status_code: int = 200, **values: Any
+) -> HTMLResponse:
+    """The page, with what every page shows: the sign-in state, the open-alert count in the
+    navigation (read in `session`; left out when the database fails, so error pages still render)
+    and the CSRF token its forms carry, set as a cookie when the browser has no valid one."""
+    web = context_of(request)
+    env: Environment = request.app.state.templates
+    token, new_cookie = csrf_token(web, request)
+    try:
+        alert_counts: dict[AlertState, int] | None = queries.alert_state_counts(session)
+    except SQLAlchemyError:
+        alert_counts = None
+    page = env.get_template(template).render(
+        request=request,
+        csrf_token=token,
+        auth_enabled=web.token is not None,
+        signed_in=signed_in(web, request),
+        token_env=web.token_env,
+        now=web.now(),
+        ago=lambda value: ago(value, web.now()),
+        static_version=request.app.state.static_version,
+        open_alerts=alert_counts,
+        **values,
+    )
+    # Every string went through `finalize`; "replace" only guards against a template bug.
+    response = HTMLResponse(page.encode("utf-8", "replace"), status_code=status_code)
+    if new_cookie:
+        response.set_cookie(
+            CSRF_COOKIE,
+            token,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
+    return response
+
+
+def error_page(request: Request, status_code: int, message: str) -> HTMLResponse:
+    """For the exception handlers, which run outside any handler's session: one of its own."""
+    with context_of(request).store.sessions() as session:
+        return render(
+            request, session, "error.html", status_code, status=status_code, message=message, nav=""
+        )

@@ -1,0 +1,102 @@
+"""A server's pages: its state, tools and versions; the diff between two versions; one tool's history."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import HTMLResponse
+
+from monitor.core.states import AlertState
+from monitor.core.text import make_visible
+from monitor.store import queries
+from monitor.store.records import SEVERITIES, ServerRecord, ToolVersionRecord
+from monitor.webapp.deps import ReadSession, db_safe, page_server_or_404, require_viewer
+from monitor.webapp.pages.diffview import ToolDiffView, hint_badges, tool_diff_view
+from monitor.webapp.pages.params import number_param
+from monitor.webapp.pages.rendering import render
+
+router = APIRouter(include_in_schema=False, dependencies=[Depends(require_viewer)])
+TheServer = Annotated[ServerRecord, Depends(page_server_or_404)]
+VERSIONS_PER_PAGE = 50
+
+
+@router.get("/servers/{name}", response_class=HTMLResponse)
+def server_page(
+    request: Request, server: TheServer, session: ReadSession, before: str | None = None
+) -> HTMLResponse:
+    cursor = number_param(before, "before")
+    versions = queries.list_snapshots(session, server.id, limit=VERSIONS_PER_PAGE + 1, before=cursor)
+    summaries = queries.version_summaries(session, [v.id for v in versions])
+    tools = queries.listing_tools(session, server.current.listing_id) if server.current else []
+    alerts = queries.list_alerts(session, state=AlertState.OPEN, server_id=server.id, limit=20)
+    attempts = queries.recent_attempts(session, server.id)
+    more = len(versions) > VERSIONS_PER_PAGE
+    versions = versions[:VERSIONS_PER_PAGE]
+    tools.sort(key=lambda t: str(t.get("name")))
+    alerts.sort(key=lambda a: (-a.severity.rank, -a.id))
+    return render(
+        request,
+        session,
+        "server.html",
+        nav="overview",
+        server=server,
+        versions=versions,
+        summaries={sid: (count, SEVERITIES[::-1][rank]) for sid, (count, rank) in summaries.items()},
+        older=versions[-1].version if more else None,
+        tools=[(tool, hint_badges(tool)) for tool in tools],
+        alerts=alerts,
+        attempts=attempts,
+    )
+
+
+@router.get("/servers/{name}/diff", response_class=HTMLResponse)
+def diff_page(request: Request, server: TheServer, session: ReadSession) -> HTMLResponse:
+    params = request.query_params
+    if server.current is None:
+        return render(
+            request, session, "diff.html", nav="overview", server=server, diff=None, tools=[], choices=[]
+        )
+    new_version = number_param(params.get("to"), "to") or server.current.version
+    old_version = number_param(params.get("from"), "from") or max(1, new_version - 1)
+    diff = queries.diff_versions(session, server.id, old_version, new_version)
+    if diff is None:
+        raise HTTPException(404, f"server {server.name!r} has no version {old_version} or {new_version}")
+    return render(
+        request,
+        session,
+        "diff.html",
+        nav="overview",
+        server=server,
+        diff=diff,
+        tools=[tool_diff_view(t) for t in diff.tools],
+        choices=queries.list_snapshots(session, server.id, limit=500),
+    )
+
+
+@router.get("/servers/{name}/tools/{tool:path}", response_class=HTMLResponse)
+def tool_page(request: Request, server: TheServer, tool: str, session: ReadSession) -> HTMLResponse:
+    runs = queries.tool_history(session, server.id, tool) if db_safe(tool) else []
+    if not runs:
+        raise HTTPException(404, f"server {server.name!r} never listed a tool named {make_visible(tool)!r}")
+    steps: list[tuple[ToolVersionRecord, ToolDiffView | None]] = []
+    previous: ToolVersionRecord | None = None
+    for run in runs:
+        if previous is None:
+            steps.append((run, None))
+        else:
+            change = queries.ToolChangeView(tool, previous.definition, run.definition)
+            steps.append((run, tool_diff_view(change)))
+        previous = run
+    steps.reverse()
+    newest = runs[-1].definition
+    return render(
+        request,
+        session,
+        "tool.html",
+        nav="overview",
+        server=server,
+        tool=tool,
+        steps=steps,
+        badges=hint_badges(newest) if newest is not None else None,
+    )
