@@ -39,7 +39,9 @@ from pydantic import (
 from sqlalchemy import select, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from monitor.config import REFUSED_NAMES, Config, ServerConfig
+from monitor.collect.client import resolved_addresses
+from monitor.config import Config, ServerConfig
+from monitor.core.hosts import REFUSED_NAMES
 from monitor.core.rules import Finding, Severity
 from monitor.core.text import make_visible
 from monitor.notify.alerts import Alerting
@@ -609,7 +611,8 @@ def create_server(web: Web, body: ServerCreate, response: Response) -> ServerOut
     except ValidationError as exc:
         problems = "; ".join(str(e["msg"]) for e in exc.errors(include_input=False, include_url=False))
         raise HTTPException(422, problems) from None
-    refusal = web.config.monitor.host_policy.url_refusal(body.url)  # SSRF: checked again at connect
+    # SSRF: checked again at connect
+    refusal = web.config.monitor.host_policy.url_refusal(body.url, resolved_addresses)
     if refusal is not None:
         raise HTTPException(422, f"body.url: {refusal}")
     now = web.now()
