@@ -1,25 +1,19 @@
 """Settings and the server registry: the TOML config file, `DRIFT_MONITOR_*` variables, mcpServers JSON.
 
 Environment variables win over the file, so a deployment can override what a shared file says.
-`${VAR}` in a server's url, headers, args or env is read from the environment when the config is
-loaded; the expanded values are secrets and never leave the process (not in the database, not in
-logs, not in errors).
+`${VAR}` in a server's url, headers, args or env is kept as written here and read from the
+environment when the server becomes a poll target (`monitor.collect.targets`); the expanded values
+are secrets and never leave the process (not in the database, not in logs, not in errors).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import os
 import re
-import socket
 import tomllib
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
-from urllib.parse import urlsplit
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -32,14 +26,11 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from monitor.core.hosts import HostPolicy, check_host_entry
 from monitor.core.rules import Severity
-
-if TYPE_CHECKING:
-    from monitor.collect.client import Limits, Target
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -98,172 +89,6 @@ class ServerConfig(BaseModel):
             if self.command or self.args:
                 raise ValueError(f'command, args: not used by transport "{self.transport}"')
         return self
-
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-REFUSED_NETWORKS: tuple[IPNetwork, ...] = tuple(
-    ipaddress.ip_network(network)
-    for network in (
-        "169.254.0.0/16",  # IPv4 link-local, with the cloud metadata address 169.254.169.254
-        "fe80::/10",  # IPv6 link-local
-        "fd00:ec2::254/128",  # AWS instance metadata over IPv6
-        "100.100.100.200/32",  # Alibaba Cloud instance metadata
-        "0.0.0.0/8",  # "this host": connecting to it reaches the monitor's own machine
-        "::/128",
-        "224.0.0.0/4",  # multicast
-        "ff00::/8",
-        "240.0.0.0/4",  # reserved, and the broadcast address
-    )
-)
-"""Addresses a server registered over the API may never be at, unless `allowed_server_hosts` names
-their network (a CIDR entry): no MCP server lives there, and cloud credentials do."""
-
-REFUSED_NAMES = frozenset({"metadata.google.internal", "metadata.goog", "metadata", "instance-data"})
-"""Cloud metadata host names, refused at registration before any DNS lookup."""
-
-_LABEL = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
-_HOST_NAME = re.compile(rf"^(\*\.)?{_LABEL}(\.{_LABEL})*$")
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-_DOTTED_QUAD = re.compile(
-    r"^(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}$"
-)
-
-
-def _embedded_ipv4(address: IPAddress) -> IPAddress:
-    """The IPv4 address inside an IPv4-mapped, 6to4 or NAT64 IPv6 address; else the address itself."""
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            return address.ipv4_mapped
-        if address.sixtofour is not None:
-            return address.sixtofour
-        if address in _NAT64:
-            return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    return address
-
-
-def _within(address: IPAddress, networks: Iterable[IPNetwork]) -> bool:
-    """Whether the address, or the IPv4 address inside it, is in one of the networks."""
-    candidates = {address, _embedded_ipv4(address)}
-    return any(a.version == n.version and a in n for a in candidates for n in networks)
-
-
-def host_literal(host: str) -> IPAddress | None:
-    """The address a URL host names literally, in any form the resolver accepts (`2852039166`,
-    `0xa9fea9fe`, `0251.0376.0251.0376` are all 169.254.169.254); None for a host name."""
-    try:
-        return ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        pass
-    if re.fullmatch(r"[0-9a-fA-FxX.]+", host):
-        try:
-            return ipaddress.IPv4Address(socket.inet_aton(host))
-        except OSError:
-            return None
-    return None
-
-
-def check_host_entry(entry: str) -> str:
-    """One `allowed_server_hosts` entry, normalised: a CIDR or address, a host name, or `*.domain`."""
-    value = entry.strip().lower().rstrip(".")
-    try:
-        return str(ipaddress.ip_network(value, strict=False))
-    except ValueError:
-        pass
-    if not _HOST_NAME.match(value):
-        raise ValueError(
-            f"{entry!r} is not a host name, a *.domain wildcard, an IP address or a CIDR network"
-        )
-    return value
-
-
-@dataclass(frozen=True)
-class HostPolicy:
-    """Where servers registered over the HTTP API may be (`[monitor] allowed_server_hosts`).
-
-    With no entries (the default), any host except the `REFUSED_NETWORKS` (link-local, cloud
-    metadata, "this host", multicast, reserved). With entries, the host must be one of the names,
-    under a `*.domain` wildcard, or (it, or every address it resolves to) inside a listed network;
-    a name entry never unlocks a refused network, only a network entry does. Config-file servers
-    are trusted and not checked. Checked at registration and again, address by address, at every
-    connect (see `monitor.collect.client`), so a name that later resolves elsewhere is still refused.
-    """
-
-    entries: tuple[str, ...] = ()
-
-    @cached_property
-    def networks(self) -> tuple[IPNetwork, ...]:
-        found = []
-        for entry in self.entries:
-            try:
-                found.append(ipaddress.ip_network(entry, strict=False))
-            except ValueError:
-                continue
-        return tuple(found)
-
-    @cached_property
-    def names(self) -> tuple[str, ...]:
-        return tuple(e for e in self.entries if _HOST_NAME.match(e))
-
-    def name_allowed(self, host: str) -> bool:
-        host = host.lower().rstrip(".")
-        return any(host.endswith(name[1:]) if name.startswith("*.") else host == name for name in self.names)
-
-    def address_refusal(self, host: str, address: IPAddress) -> str | None:
-        """Why `host` may not be reached at `address`, or None when it may."""
-        if _within(address, self.networks):
-            return None
-        where = str(address) if host.strip("[]") == str(address) else f"{host} ({address})"
-        if _within(address, REFUSED_NETWORKS):
-            return (
-                f"{where} is a link-local, cloud metadata or reserved address, which servers registered "
-                "over the API may not use (allowed_server_hosts can allow its network)"
-            )
-        if not self.entries or self.name_allowed(host):
-            return None
-        return f"{where} is not in allowed_server_hosts"
-
-    def url_refusal(self, url: str, resolve: bool = True) -> str | None:
-        """Why a server at `url` may not be registered over the API, or None when it may.
-
-        A host name is looked up only when the allow-list has networks but does not name it.
-        """
-        host = (urlsplit(url).hostname or "").lower().rstrip(".")
-        literal = host_literal(host)
-        if literal is not None:
-            if literal.version == 4 and not _DOTTED_QUAD.match(host):
-                return f"{host} means {literal}: write IPv4 addresses as four decimal numbers"
-            return self.address_refusal(host, literal)
-        if host in REFUSED_NAMES:
-            return f"{host} is a cloud metadata host name, which servers registered over the API may not use"
-        if not self.entries or self.name_allowed(host):
-            return None
-        if not self.networks or not resolve:
-            return f"{host} is not in allowed_server_hosts"
-        try:
-            addresses = resolved_addresses(host, urlsplit(url).port or 443)
-        except OSError:
-            return f"{host} does not resolve, so it cannot be checked against allowed_server_hosts"
-        for address in addresses:
-            problem = self.address_refusal(host, address)
-            if problem is not None:
-                return problem
-        return None
-
-
-def resolved_addresses(host: str, port: int) -> list[IPAddress]:
-    """The addresses a host name resolves to (blocking)."""
-    return _addresses(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
-
-
-def _addresses(infos: Iterable[tuple[Any, ...]]) -> list[IPAddress]:
-    found: list[IPAddress] = []
-    for info in infos:
-        address = ipaddress.ip_address(str(info[4][0]).partition("%")[0])
-        if address not in found:
-            found.append(address)
-    return found
 
 
 class WebhookConfig(BaseModel):
@@ -329,18 +154,6 @@ class MonitorSettings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return env_settings, init_settings
 
-    def limits(self, server: ServerConfig | None = None) -> Limits:
-        from monitor.collect.client import Limits  # the MCP SDK is heavy; the offline commands never need it
-
-        timeout = server.timeout if server and server.timeout else self.poll_timeout
-        return Limits(
-            timeout=timeout,
-            max_pages=self.max_pages,
-            max_bytes=self.max_listing_bytes,
-            max_tools=self.max_tools,
-            allowed_hosts=tuple(self.allowed_server_hosts),
-        )
-
 
 @dataclass
 class Config:
@@ -354,37 +167,6 @@ class Config:
             if server.name == name:
                 return server
         raise ConfigError(f"{self.source}: no server named {name!r}")
-
-    def target(self, server: ServerConfig, environ: Mapping[str, str] | None = None) -> Target:
-        """The server with `${VAR}`s expanded, ready to poll."""
-        from monitor.collect.client import Target
-
-        env = os.environ if environ is None else environ
-        where = f"{self.source}: server {server.name!r}"
-        expanded: list[str] = []
-
-        def expand(value: str, what: str) -> str:
-            def lookup(match: re.Match[str]) -> str:
-                if match.group(1) not in env:
-                    raise ConfigError(f"{where}: {what}: environment variable {match.group(1)} is not set")
-                expanded.append(env[match.group(1)])
-                return env[match.group(1)]
-
-            return _VAR.sub(lookup, value)
-
-        return Target(
-            name=server.name,
-            transport=server.transport,
-            url=expand(server.url, "url") if server.url else None,
-            headers={key: expand(value, f"headers.{key}") for key, value in server.headers.items()},
-            command=server.command,
-            args=tuple(expand(arg, "args") for arg in server.args),
-            env={key: expand(value, f"env.{key}") for key, value in server.env.items()} or None,
-            cwd=server.cwd,
-            era=server.era,
-            secrets=tuple(expanded),
-            origin="config",
-        )
 
 
 def load_config(path: str | Path | None) -> Config:

@@ -14,6 +14,7 @@ import uvicorn
 
 from monitor.collect.poller import Job, Poller
 from monitor.collect.scheduler import LeaseRelease, Scheduler, instance_id, lock_sqlite
+from monitor.collect.targets import limits_for
 from monitor.collect.watch import WatchManager
 from monitor.config import Config
 from monitor.notify import sessions
@@ -100,7 +101,7 @@ def _poll_now(poller: Poller, scheduler: Scheduler) -> Callable[[str], Awaitable
         target = scheduler.targets.get(server_id) or await asyncio.to_thread(scheduler._api_target, server_id)
         if target is None:
             raise KeyError(name)
-        return await poller.poll_one(Job(server_id, target, poller.config.monitor.limits()))
+        return await poller.poll_one(Job(server_id, target, limits_for(poller.config.monitor)))
 
     return poll_now
 

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from monitor.collect.targets import target_for
 from monitor.config import ConfigError, load_config, parse_duration
 
 
@@ -49,7 +50,7 @@ min_severity = "high"
     search = config.server("search")
     assert search.interval == 300
     assert search.headers == {"Authorization": "Bearer ${SEARCH_TOKEN}"}, "stored unexpanded"
-    assert config.target(search).headers == {"Authorization": "Bearer tok-123456"}
+    assert target_for(config, search).headers == {"Authorization": "Bearer tok-123456"}
     assert config.server("git").args == ["--repository", "/srv/repo"]
     assert config.webhooks[0].min_severity.value == "high"
 
@@ -100,7 +101,7 @@ def test_missing_variable_is_named_without_leaking(tmp_path: Path, monkeypatch: 
     with pytest.raises(
         ConfigError, match=r"server 's': headers.Authorization: environment variable NOPE_TOKEN"
     ):
-        config.target(config.server("s"))
+        target_for(config, config.server("s"))
 
 
 def test_import_mcp_servers_json(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ import anyio.to_thread
 import pytest
 from helpers import child_processes, http_server, http_server_process, server_command
 
-import monitor.collect.client
+import monitor.collect.client.watch
 from monitor.collect.client import Limits, PollError, Target, fetch_listing, watch_list_changed
 
 LIMITS = Limits(timeout=10.0)
@@ -396,7 +396,7 @@ async def test_keep_alive_finds_a_hung_server(
     tools_file: Path, era: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A stopped server keeps its connections open; only a request that goes unanswered shows it."""
-    monkeypatch.setattr(monitor.collect.client, "KEEPALIVE_INTERVAL", 0.2)
+    monkeypatch.setattr(monitor.collect.client.watch, "KEEPALIVE_INTERVAL", 0.2)
     limits = Limits(timeout=1.0)
     args = (str(tools_file), "--list-changed", "notify")
     with http_server_process("fastmcp_server.py", *args) as (url, process):

@@ -15,9 +15,11 @@ from datetime import UTC, datetime, timedelta
 from typing import ParamSpec
 
 from monitor.collect.client import Limits, PollError, Target, fetch_listing
+from monitor.collect.targets import limits_for, target_for
 from monitor.config import Config
 from monitor.core.fingerprint import META_KEY, CanonicalListing
 from monitor.core.listing import ListingError, validate_tools
+from monitor.core.states import PollErrorKind
 from monitor.store import PollOutcome, Store
 
 
@@ -44,10 +46,10 @@ class Poller:
     def jobs(self, names: Sequence[str] = ()) -> list[Job]:
         """Jobs for the named servers (default: all), registering them; unknown names are errors."""
         servers = [self.config.server(name) for name in names] if names else self.config.servers
-        targets = [self.config.target(server) for server in servers]
+        targets = [target_for(self.config, server) for server in servers]
         ids = self.store.sync_servers(servers, datetime.now(UTC))
         return [
-            Job(ids[server.name], target, self.config.monitor.limits(server))
+            Job(ids[server.name], target, limits_for(self.config.monitor, server))
             for server, target in zip(servers, targets, strict=True)
         ]
 
@@ -76,7 +78,7 @@ class Poller:
             return await self._failure(job, exc.kind, exc.message, started, clock)
         except (ListingError, RecursionError) as exc:
             message = str(exc) if isinstance(exc, ListingError) else "listing is nested too deeply"
-            return await self._failure(job, "malformed", message, started, clock)
+            return await self._failure(job, PollErrorKind.MALFORMED, message, started, clock)
         metas = {tool["name"]: tool[META_KEY] for tool in fetched.tools if META_KEY in tool}
         return await self._write(
             self.store.record_success,
@@ -93,7 +95,7 @@ class Poller:
         )
 
     async def _failure(
-        self, job: Job, kind: str, message: str, started: datetime, clock: float
+        self, job: Job, kind: PollErrorKind, message: str, started: datetime, clock: float
     ) -> PollOutcome:
         return await self._write(
             self.store.record_failure,

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from monitor.collect.client import Target
 from monitor.collect.poller import Job, Poller
+from monitor.collect.targets import limits_for, target_for
 from monitor.config import Config, ServerConfig
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Server
@@ -117,7 +118,7 @@ class Scheduler:
                 row.interval_seconds = server.interval
                 if row.next_poll_at is None:
                     row.next_poll_at = now + timedelta(seconds=random.uniform(0, server.interval or default))  # noqa: S311
-        self.targets = {ids[server.name]: self.config.target(server) for server in self.config.servers}
+        self.targets = {ids[server.name]: target_for(self.config, server) for server in self.config.servers}
 
     def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -134,7 +135,7 @@ class Scheduler:
             target = self.targets.get(server_id) or await asyncio.to_thread(self._api_target, server_id)
             if target is None:
                 continue
-            job = Job(server_id, target, self.config.monitor.limits(self._server_config(target.name)))
+            job = Job(server_id, target, limits_for(self.config.monitor, self._server_config(target.name)))
             task = asyncio.create_task(self._run(job))
             self.in_flight[server_id] = task
 

@@ -21,19 +21,13 @@ from fastapi.testclient import TestClient
 from helpers import http_server, server_command
 from sqlalchemy import func, select
 
-from monitor.collect import client as client_module
-from monitor.collect.client import Limits, Target, fetch_listing
+from monitor.collect.client import Limits, PollError, Target, fetch_listing
+from monitor.collect.client import http as client_http
 from monitor.collect.poller import Poller
 from monitor.collect.scheduler import Scheduler
-from monitor.config import (
-    Config,
-    ConfigError,
-    HostPolicy,
-    MonitorSettings,
-    ServerConfig,
-    host_literal,
-    load_config,
-)
+from monitor.collect.targets import limits_for, target_for
+from monitor.config import Config, ConfigError, MonitorSettings, ServerConfig, load_config
+from monitor.core.hosts import HostPolicy, host_literal
 from monitor.service import _poll_now
 from monitor.store import Store
 from monitor.store.models import Server
@@ -292,8 +286,8 @@ async def test_dns_that_answers_a_metadata_address_at_connect_time_is_refused(
         assert host == "svc.rebind.test"
         return [host_literal(answer) for answer in answers]
 
-    monkeypatch.setattr(client_module, "_resolve", resolve)
-    with pytest.raises(client_module.PollError) as refused:
+    monkeypatch.setattr(client_http, "resolve", resolve)
+    with pytest.raises(PollError) as refused:
         await fetch_listing(target, Limits(timeout=5.0, allowed_hosts=policy))
     assert refused.value.kind == "connect"
     assert "link-local, cloud metadata or reserved address" in refused.value.message, refused.value.message
@@ -308,7 +302,7 @@ async def test_a_name_is_polled_at_the_address_that_was_checked(monkeypatch: pyt
     async def resolve(host: str, _port: int) -> list[Any]:
         return [host_literal("127.0.0.1")]
 
-    monkeypatch.setattr(client_module, "_resolve", resolve)
+    monkeypatch.setattr(client_http, "resolve", resolve)
     with http_server("hostile_server.py", "legacy-only") as url:
         port = int(url.rsplit(":", 1)[1].split("/")[0])
         target = Target(
@@ -325,9 +319,9 @@ async def test_config_file_servers_are_not_restricted(tools_server: str) -> None
         monitor=MonitorSettings(allowed_server_hosts=["10.0.0.0/8"]),
         servers=[ServerConfig(name="local", transport="http", url=tools_server)],
     )
-    limits = config.monitor.limits()
-    trusted = config.target(config.servers[0])
+    limits = limits_for(config.monitor)
+    trusted = target_for(config, config.servers[0])
     assert trusted.origin == "config"
     assert (await fetch_listing(trusted, limits)).tools == TOOLS
-    with pytest.raises(client_module.PollError, match="not in allowed_server_hosts"):
+    with pytest.raises(PollError, match="not in allowed_server_hosts"):
         await fetch_listing(Target(name="local", transport="http", url=tools_server), limits)

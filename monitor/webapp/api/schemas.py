@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from monitor.config import REFUSED_NAMES
+from monitor.core.hosts import REFUSED_NAMES
 
 
 class ApiJSONResponse(JSONResponse):

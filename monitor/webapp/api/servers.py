@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import delete
 
+from monitor.collect.client import resolved_addresses
 from monitor.config import ServerConfig
 from monitor.core.rules import Severity
 from monitor.core.states import ServerOrigin
@@ -99,7 +100,8 @@ def create_server(web: Web, body: ServerCreate, response: Response, session: Wri
     except ValidationError as exc:
         problems = "; ".join(str(e["msg"]) for e in exc.errors(include_input=False, include_url=False))
         raise HTTPException(422, problems) from None
-    refusal = web.config.monitor.host_policy.url_refusal(body.url)  # SSRF: checked again at connect
+    # SSRF: checked again at every connect
+    refusal = web.config.monitor.host_policy.url_refusal(body.url, resolved_addresses)
     if refusal is not None:
         raise HTTPException(422, f"body.url: {refusal}")
     if queries.server_id(session, body.name) is not None:

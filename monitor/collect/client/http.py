@@ -1,0 +1,220 @@
+"""HTTP plumbing: the httpx client a poll uses, its TLS context, the SSRF guard and the bodies it watches.
+
+Servers registered over the API connect through `GuardedBackend`, which resolves a host itself
+and connects only to addresses `HostPolicy` allows. Answer bodies are capped as they arrive
+(`CappedBody`) and a watch session's notification stream reports how it ended (`NoticedBody`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import socket
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import httpcore2
+import httpx2
+
+from monitor.core.hosts import HostPolicy, IPAddress, host_literal
+
+EventHooks = dict[str, list[Callable[[Any], Awaitable[None]]]]
+
+_httpx_log = logging.getLogger("httpx2")
+if _httpx_log.level == logging.NOTSET:
+    # httpx logs every request's full URL at INFO, and a server URL can carry a `${VAR}` secret (a
+    # query token): unless logging for it was configured on purpose, only its warnings are shown.
+    _httpx_log.setLevel(logging.WARNING)
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """One TLS context per process: building one loads the CA bundle, ~40 ms of CPU per poll otherwise."""
+    return httpx2.create_ssl_context()
+
+
+def new_client(
+    headers: dict[str, str] | None,
+    timeout: httpx2.Timeout | None,
+    auth: httpx2.Auth | None,
+    *,
+    event_hooks: EventHooks,
+    policy: HostPolicy | None,
+    on_refused: Callable[[str], None],
+) -> httpx2.AsyncClient:
+    """An httpx client for one poll; with a `policy`, every connection it opens is checked against it."""
+    return httpx2.AsyncClient(
+        headers=headers,
+        timeout=timeout,
+        auth=auth,
+        event_hooks=event_hooks,
+        verify=tls_context(),
+        transport=_guarded_transport(policy, on_refused) if policy is not None else None,
+    )
+
+
+def _guarded_transport(policy: HostPolicy, on_refused: Callable[[str], None]) -> httpx2.AsyncHTTPTransport:
+    """httpx's transport on a connection pool whose every TCP connection passes the host policy.
+
+    Checking in the network backend covers each connection the transport opens (redirects too)
+    and connects to the very address that was checked, so DNS cannot answer differently between
+    the check and the connect. Environment proxies are not used for these targets: through a
+    proxy, the address connected to would not be the one checked.
+    """
+    transport = httpx2.AsyncHTTPTransport(verify=tls_context())
+    transport._pool = httpcore2.AsyncConnectionPool(
+        ssl_context=tls_context(),
+        max_connections=100,
+        max_keepalive_connections=20,
+        keepalive_expiry=5.0,
+        network_backend=GuardedBackend(policy, on_refused),
+    )
+    return transport
+
+
+class GuardedBackend(httpcore2.AsyncNetworkBackend):
+    """Resolves the host itself, refuses it unless every address passes the policy, then connects
+    to a checked address (TLS still verifies the certificate against the URL's host name)."""
+
+    def __init__(self, policy: HostPolicy, on_refused: Callable[[str], None]) -> None:
+        self._policy = policy
+        self._on_refused = on_refused
+        self._backend = httpcore2.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        literal = host_literal(host)
+        addresses = [literal] if literal is not None else await resolve(host, port)
+        for address in addresses:
+            problem = self._policy.address_refusal(host, address)
+            if problem is not None:
+                self._on_refused(problem)
+                raise httpcore2.ConnectError(problem)
+        failure: Exception | None = None
+        for address in addresses:
+            try:
+                return await self._backend.connect_tcp(
+                    str(address), port, timeout, local_address, socket_options
+                )
+            except httpcore2.ConnectError as exc:
+                failure = exc
+        raise failure or httpcore2.ConnectError(f"{host} resolves to no address")
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        socket_options: Any = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        raise httpcore2.ConnectError("unix sockets are not allowed for servers registered over the API")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._backend.sleep(seconds)
+
+
+async def resolve(host: str, port: int) -> list[IPAddress]:
+    """The addresses a host name resolves to, for connecting: a failed lookup is a `ConnectError`."""
+    try:
+        infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise httpcore2.ConnectError(f"cannot resolve {host}: {exc.strerror or exc}") from exc
+    return _addresses(infos)
+
+
+def resolved_addresses(host: str, port: int) -> list[IPAddress]:
+    """The addresses a host name resolves to (blocking), for `HostPolicy.url_refusal` at registration."""
+    return _addresses(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+
+
+def _addresses(infos: Iterable[tuple[Any, ...]]) -> list[IPAddress]:
+    """Each address of a `getaddrinfo` answer once, in its order, without an IPv6 zone."""
+    found: list[IPAddress] = []
+    for *_, sockaddr in infos:
+        address = host_literal(str(sockaddr[0]).partition("%")[0])
+        if address is not None and address not in found:
+            found.append(address)
+    return found
+
+
+class BodyTooLarge(httpx2.StreamError):
+    """Raised into the SDK's `response.aread()`, which turns it into an error answer to the request."""
+
+
+class CappedBody(httpx2.AsyncByteStream):
+    """An HTTP response body that stops at `cap` bytes, so a huge JSON answer is never buffered whole.
+
+    The SDK reads a JSON answer with `response.aread()` and only then could `Limits.max_bytes` be
+    checked; twice that leaves room for whitespace, since the limit counts compact JSON.
+    """
+
+    def __init__(self, body: httpx2.AsyncByteStream, cap: int, on_over: Callable[[int], None]) -> None:
+        self._body = body
+        self._cap = cap
+        self._on_over = on_over
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        size = 0
+        async for chunk in self._body:
+            size += len(chunk)
+            if size > self._cap:
+                self._on_over(self._cap)
+                raise BodyTooLarge(f"answer body exceeds {self._cap} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._body.aclose()
+
+
+class NoticedBody(httpx2.AsyncByteStream):
+    """An HTTP response body that reports how it ended: by the server, broken, or given up by the client."""
+
+    def __init__(
+        self, body: httpx2.AsyncByteStream, on_end: Callable[[Exception | None, bool], None]
+    ) -> None:
+        self._body = body
+        self._on_end = on_end
+        self._done = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._body:
+                yield chunk
+        except Exception as exc:
+            self._report(exc, abandoned=False)
+            raise
+        self._report(None, abandoned=False)
+
+    async def aclose(self) -> None:
+        self._report(None, abandoned=True)
+        await self._body.aclose()
+
+    def _report(self, error: Exception | None, *, abandoned: bool) -> None:
+        if not self._done:
+            self._done = True
+            self._on_end(error, abandoned)
+
+
+def status_line(response: httpx2.Response) -> str:
+    """`HTTP 401 Unauthorized`: what an error message says of an HTTP answer."""
+    return f"HTTP {response.status_code} {response.reason_phrase}".strip()
+
+
+def media_type(response: httpx2.Response) -> str:
+    """The answer's content type without parameters, lower-case (`text/event-stream`)."""
+    return response.headers.get("content-type", "").partition(";")[0].strip().lower()
+
+
+def display_url(url: str) -> str:
+    """The URL without userinfo or query, which may carry credentials."""
+    parts = urlsplit(url)
+    query = "?…" if parts.query else ""
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}{query}"

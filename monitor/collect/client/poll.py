@@ -1,0 +1,324 @@
+"""The poll: connect, negotiate the era (each falling back to the other), fetch every `tools/list` page.
+
+The raw JSON is the point. The SDK's models drop fields they do not declare (vendor keys,
+unknown annotation hints) and their dumps add defaults that were never on the wire, while the
+fingerprint must cover what the server actually claimed. So requests go through
+`ClientSession.send_request` with a plain-dict result type: the SDK still checks every result
+against the negotiated version's schema, then hands back the dict exactly as parsed. The
+high-level `mcp.client.Client` is avoided too, because it caches listings.
+
+A poll talks to servers we do not trust, so everything it does is bounded (time, pages, bytes,
+tools), a stdio server never outlives it, and every failure becomes one `PollError` whose
+message is a single readable line without secrets.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp.client import ClientSession, IncomingMessage, Transport
+from mcp.client._transport import ReadStream
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from mcp_types.version import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    LATEST_MODERN_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+)
+from pydantic import RootModel, ValidationError
+
+from monitor.collect.client.errors import Attempt, clip, stream_error, transport_failure, validation_summary
+from monitor.collect.client.http import CappedBody, EventHooks, media_type, new_client, status_line
+from monitor.collect.client.target import CLIENT_INFO, Era, FetchedListing, Limits, PollError, Target
+from monitor.core.hosts import HostPolicy
+from monitor.core.states import PollErrorKind, ServerOrigin
+
+Negotiated = tuple[Era, dict[str, Any] | None, dict[str, Any]]
+"""The era, the serverInfo as sent, and the capabilities as sent."""
+
+
+class _Raw(RootModel[dict[str, Any]]):
+    """A result kept as the dict the transport parsed, after the SDK's schema check."""
+
+
+async def fetch_listing(target: Target, limits: Limits = Limits()) -> FetchedListing:  # noqa: B008 - frozen
+    """Connect to `target`, negotiate its era, and return the complete tool listing as sent."""
+    return await Poll(target, limits).run()
+
+
+class Poll(Attempt):
+    """One poll, and the session machinery a watch session shares (it extends this)."""
+
+    def __init__(self, target: Target, limits: Limits) -> None:
+        super().__init__(target, limits)
+        self.listing: FetchedListing | None = None
+        self.started = time.perf_counter()
+        self.abort = anyio.CancelScope()
+        """Cancelled when the transport delivers something that is not JSON-RPC."""
+        self.stream_error: Exception | None = None
+        self.discover_refusal = ""
+
+    async def run(self) -> FetchedListing:
+        failure: Exception | None = None
+        with anyio.move_on_after(self.limits.timeout) as deadline:
+            try:
+                await self._connect_and_list()
+            except Exception as exc:
+                failure = exc
+        if self.listing is not None:
+            # Complete before anything went wrong: a failure while shutting down changes nothing.
+            return self.listing
+        raise self._finish(self._explain(failure, timed_out=deadline.cancel_called)) from None
+
+    async def _connect_and_list(self) -> None:
+        async with AsyncExitStack() as stack:
+            session = await self._start(stack)
+            with self.abort:
+                era, server_info, capabilities = await self._negotiate(session)
+                tools, pages, size = await self._list(session)
+            if self.stream_error is not None:
+                raise stream_error(self.stream_error)
+            assert self.version is not None
+            self.listing = FetchedListing(
+                tools=tools,
+                pages=pages,
+                listing_bytes=size,
+                protocol_version=self.version,
+                era=era,
+                server_info=server_info,
+                capabilities=capabilities,
+                list_changed_advertised=_advertises_list_changed(capabilities),
+                elapsed_ms=(time.perf_counter() - self.started) * 1000,
+            )
+
+    async def _start(self, stack: AsyncExitStack) -> ClientSession:
+        """Open the transport and enter a session on it, both closed when `stack` is."""
+        read_stream, write_stream = await stack.enter_async_context(await self._open(stack))
+        return await stack.enter_async_context(
+            ClientSession(
+                self._reader(read_stream),
+                write_stream,
+                message_handler=self._on_message,
+                client_info=CLIENT_INFO,
+            )
+        )
+
+    def _reader(
+        self, stream: ReadStream[SessionMessage | Exception]
+    ) -> ReadStream[SessionMessage | Exception]:
+        """The transport's read stream as the session gets it; a watch wraps it to see the server go."""
+        return stream
+
+    async def _open(self, stack: AsyncExitStack) -> Transport:
+        target = self.target
+        if target.transport == "stdio":
+            if not target.command:
+                raise PollError(PollErrorKind.CONNECT, f"stdio target {target.name!r} has no command")
+            params = StdioServerParameters(
+                command=target.command,
+                args=list(target.args),
+                env=dict(target.env) if target.env is not None else None,
+                cwd=target.cwd,
+            )
+            return stdio_client(params, errlog=await stack.enter_async_context(self.stderr.capture()))
+        if not target.url:
+            raise PollError(PollErrorKind.CONNECT, f"{target.transport} target {target.name!r} has no url")
+        if target.transport == "http":
+            client = await stack.enter_async_context(
+                self._http_client(dict(target.headers), httpx2.Timeout(self.limits.timeout))
+            )
+            return streamable_http_client(
+                target.url, http_client=client, max_sse_event_size=self.limits.max_bytes
+            )
+        return sse_client(
+            target.url,
+            headers=dict(target.headers),
+            timeout=self.limits.timeout,
+            sse_read_timeout=self.limits.timeout,
+            httpx_client_factory=self._http_client,
+        )
+
+    def _http_client(
+        self,
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        """The SDK's httpx client factory: targets registered over the API connect only where allowed."""
+        checked = self.target.origin == ServerOrigin.API
+        return new_client(
+            headers,
+            timeout,
+            auth,
+            event_hooks=self._event_hooks(),
+            policy=HostPolicy(self.limits.allowed_hosts) if checked else None,
+            on_refused=self._refuse,
+        )
+
+    def _refuse(self, reason: str) -> None:
+        if self.refused is None:
+            self.refused = PollError(PollErrorKind.CONNECT, f"refused to connect: {reason}")
+
+    def _event_hooks(self) -> EventHooks:
+        return {"response": [self._on_response]}
+
+    async def _on_response(self, response: httpx2.Response) -> None:
+        if response.request.method == "POST":
+            self.http_status = status_line(response) if response.status_code >= 400 else None
+            if media_type(response) != "text/event-stream":  # SSE is bounded per event by max_sse_event_size
+                assert isinstance(response.stream, httpx2.AsyncByteStream)
+                response.stream = CappedBody(response.stream, 2 * self.limits.max_bytes, self._too_big)
+
+    def _too_big(self, cap: int) -> None:
+        if self.oversized is None:
+            self.oversized = PollError(
+                PollErrorKind.LIMIT,
+                f"listing exceeds {self.limits.max_bytes} bytes: the answer to {self.stage} "
+                f"passed {cap} bytes as it arrived",
+            )
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, Exception) and self.stream_error is None:
+            self.stream_error = message
+            self.abort.cancel()
+
+    async def _negotiate(self, session: ClientSession) -> Negotiated:
+        """Handshake first, or discover first, each falling back to the other as `negotiate_auto` does."""
+        if self.target.era == "modern":
+            return await self._discover(session) or await self._initialize(session)
+        try:
+            return await self._initialize(session)
+        except MCPError as refused:
+            if transport_failure(refused) is not None:
+                raise
+            negotiated = await self._discover(session)
+            if negotiated is None:
+                first, then = self._describe(refused), self.discover_refusal
+                if first == then:
+                    message = f"server refused initialize and server/discover: {first}"
+                else:
+                    message = f"server refused initialize ({first}) and server/discover ({then})"
+                raise PollError(PollErrorKind.SERVER_ERROR, message) from None
+            return negotiated
+
+    async def _initialize(self, session: ClientSession) -> Negotiated:
+        """`ClientSession.initialize()`, but keeping the raw result for serverInfo and capabilities."""
+        self.stage = "initialize"
+        request = types.InitializeRequest(
+            params=types.InitializeRequestParams(
+                protocol_version=LATEST_HANDSHAKE_VERSION,
+                capabilities=types.ClientCapabilities(),
+                client_info=CLIENT_INFO,
+            )
+        )
+        raw = (await session.send_request(request, _Raw)).root
+        result = types.InitializeResult.model_validate(raw)
+        if result.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            raise PollError(
+                PollErrorKind.PROTOCOL,
+                f"server chose protocol version {clip(result.protocol_version)!r}, which this client lacks",
+            )
+        session.adopt(result)
+        await session.send_notification(types.InitializedNotification())
+        self.version = result.protocol_version
+        return "handshake", raw.get("serverInfo"), raw["capabilities"]
+
+    async def _discover(self, session: ClientSession) -> Negotiated | None:
+        """The 2026-07-28 era via `server/discover`, or None (reason in `discover_refusal`) for a server
+        that gave no evidence of speaking it: any JSON-RPC error, an unusable result, or no modern version.
+
+        The SDK knows a single modern version, so unlike `negotiate_auto` there is no second probe.
+        """
+        self.stage = "server/discover"
+        try:
+            raw = await session.send_discover(LATEST_MODERN_VERSION)
+        except MCPError as exc:
+            if transport_failure(exc) == "closed":
+                raise
+            supported = _supported_versions(exc)
+            if supported is not None and not any(v in HANDSHAKE_PROTOCOL_VERSIONS for v in supported):
+                raise PollError(
+                    PollErrorKind.PROTOCOL,
+                    f"server speaks only protocol versions {clip(', '.join(supported))}, "
+                    "none of which this client speaks",
+                ) from None
+            self.discover_refusal = self._describe(exc)
+            return None
+        try:
+            result = types.DiscoverResult.model_validate(raw)
+        except ValidationError as exc:
+            self.discover_refusal = f"invalid result: {validation_summary(exc)}"
+            return None
+        if not any(v in result.supported_versions for v in MODERN_PROTOCOL_VERSIONS):
+            self.discover_refusal = f"offers only {clip(', '.join(result.supported_versions))}"
+            return None
+        session.adopt(result)
+        self.version = session.protocol_version
+        meta = raw.get("_meta")
+        server_info = meta.get(types.SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
+        return "modern", server_info if isinstance(server_info, dict) else None, raw["capabilities"]
+
+    async def _list(self, session: ClientSession) -> tuple[list[dict[str, Any]], int, int]:
+        limits = self.limits
+        tools: list[dict[str, Any]] = []
+        cursors: set[str] = set()
+        cursor: str | None = None
+        pages = size = 0
+        while True:
+            if pages == limits.max_pages:
+                raise PollError(
+                    PollErrorKind.LIMIT, f"listing exceeds {limits.max_pages} pages (cursor loop?)"
+                )
+            pages += 1
+            self.stage = "tools/list" if pages == 1 else f"tools/list (page {pages})"
+            params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
+            result = (await session.send_request(types.ListToolsRequest(params=params), _Raw)).root
+            size += _json_size(result)
+            if size > limits.max_bytes:
+                raise PollError(
+                    PollErrorKind.LIMIT, f"listing exceeds {limits.max_bytes} bytes (at page {pages})"
+                )
+            tools.extend(result["tools"])
+            if len(tools) > limits.max_tools:
+                raise PollError(
+                    PollErrorKind.LIMIT, f"listing exceeds {limits.max_tools} tools (at page {pages})"
+                )
+            cursor = result.get("nextCursor")
+            if cursor is None:
+                return tools, pages, size
+            if cursor in cursors:
+                raise PollError(
+                    PollErrorKind.LIMIT,
+                    f"server repeated cursor {clip(cursor)!r} on page {pages} (cursor loop)",
+                )
+            cursors.add(cursor)
+
+
+def _advertises_list_changed(capabilities: Mapping[str, Any]) -> bool:
+    tools = capabilities.get("tools")
+    return isinstance(tools, Mapping) and tools.get("listChanged") is True
+
+
+def _supported_versions(error: MCPError) -> list[str] | None:
+    """The versions a -32022 (unsupported protocol version) error names, if it is one."""
+    if error.code != types.UNSUPPORTED_PROTOCOL_VERSION:
+        return None
+    try:
+        return types.UnsupportedProtocolVersionErrorData.model_validate(error.data).supported
+    except ValidationError:
+        return None
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))

@@ -1,0 +1,87 @@
+"""What a poll is given and what it gives back: the target, its limits, the listing, the one error."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any, Literal
+
+import mcp_types as types
+
+from monitor.core.states import PollErrorKind, ServerOrigin
+
+Era = Literal["handshake", "modern"]
+
+
+def _client_version() -> str:
+    try:
+        return metadata.version("drift-monitor")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+CLIENT_INFO = types.Implementation(name="drift-monitor", version=_client_version())
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    transport: Literal["stdio", "http", "sse"]
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Already ${VAR}-expanded. The values are secrets: they never reach a log or an error message."""
+    command: str | None = None
+    args: Sequence[str] = ()
+    env: Mapping[str, str] | None = None
+    """Extra environment for a stdio server, over the SDK's small safe default; scrubbed like headers."""
+    cwd: str | None = None
+    era: Era = "handshake"
+    secrets: Sequence[str] = ()
+    """Every value `${VAR}`-expanded into this target (the URL included): scrubbed from messages too."""
+    origin: ServerOrigin = ServerOrigin.API
+    """"config" targets come from a config file and may be anywhere; "api" ones were registered over
+    HTTP, so every connection they make is checked against `Limits.allowed_hosts` (`HostPolicy`).
+    The default is the checked one: a target nobody vouched for is not trusted."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout: float = 30.0
+    """Seconds for connect + handshake + every page. Stopping a stdio server afterwards is the SDK's
+    bounded sequence (close stdin, 2 s, SIGTERM, 2 s, SIGKILL), so one that ignores all of it adds ~4 s."""
+    max_pages: int = 100
+    max_bytes: int = 16 * 1024 * 1024
+    """Total compact-JSON size of all pages' results (also the cap on one SSE event)."""
+    max_tools: int = 10_000
+    allowed_hosts: tuple[str, ...] = ()
+    """`[monitor] allowed_server_hosts`, for targets of origin "api"."""
+
+
+@dataclass
+class FetchedListing:
+    tools: list[dict[str, Any]]
+    """The tool objects exactly as the server sent them, all pages joined, every field kept."""
+    pages: int
+    listing_bytes: int
+    """Compact-JSON size of the pages' results, summed: what `Limits.max_bytes` is checked against."""
+    protocol_version: str
+    era: Era
+    server_info: dict[str, Any] | None
+    """`serverInfo` as sent; on the 2026 era, the discover result's optional `_meta` serverInfo stamp."""
+    capabilities: dict[str, Any]
+    list_changed_advertised: bool
+    elapsed_ms: float
+    """From the start of the poll to the last page, excluding shutdown."""
+
+
+class PollError(Exception):
+    """A poll that failed, with a short kind and a readable, secret-free message."""
+
+    def __init__(self, kind: PollErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"PollError({str(self.kind)!r}, {self.message!r})"
