@@ -19,7 +19,7 @@ from monitor.collect.watch import WatchManager
 from monitor.config import Config
 from monitor.notify import sessions
 from monitor.notify.alerts import Alerting, alerting_store
-from monitor.notify.webhooks import Deliverer
+from monitor.notify.delivery import Deliverer
 from monitor.store import PollOutcome, Store, check_schema, make_engine
 from monitor.webapp.app import create_app
 

@@ -20,7 +20,7 @@ from monitor.config import Config, MonitorSettings, ServerConfig, WebhookConfig
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.rules import Severity
 from monitor.notify.alerts import Alerting, acknowledge, open_or_attach, resolve_matching
-from monitor.notify.webhooks import Deliverer
+from monitor.notify.delivery import Deliverer
 from monitor.store import Store
 from monitor.store.models import Alert, AlertFinding, FindingRecord, Server, Snapshot, WebhookDelivery
 

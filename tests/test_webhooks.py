@@ -22,17 +22,10 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from monitor.config import WebhookConfig
-from monitor.notify.webhooks import (
-    Deliverer,
-    backoff_delay,
-    enqueue,
-    parse_retry_after,
-    render,
-    sign,
-    signing_key,
-    slack_message,
-    wake_after_commit,
-)
+from monitor.notify.delivery import Deliverer
+from monitor.notify.outbox import backoff_delay, enqueue, parse_retry_after, wake_after_commit
+from monitor.notify.payloads import render, slack_message
+from monitor.notify.signing import sign, signing_key
 from monitor.store import make_engine
 from monitor.store.models import DeliveryAttempt, WebhookDelivery
 
@@ -329,7 +322,7 @@ async def test_errors_and_logs_carry_no_secret(
     url = f"http://127.0.0.1:{receiver.port}/services/T0/B0/xoxb-secret-path-token"
     webhook = hook(url)
     (delivery_id,) = add(engine, webhook)
-    with caplog.at_level(logging.DEBUG, logger="monitor.notify.webhooks"):
+    with caplog.at_level(logging.DEBUG, logger="monitor.notify.delivery"):
         assert await Deliverer(engine, [webhook]).deliver_due() == 1
     (attempt,) = attempts(engine, delivery_id)
     stored = f"{attempt.error} {delivery(engine, delivery_id).last_error}"
@@ -372,7 +365,8 @@ from datetime import UTC, datetime
 from sqlalchemy.orm import Session, sessionmaker
 from monitor.config import WebhookConfig
 from monitor.store import make_engine
-from monitor.notify.webhooks import Deliverer, enqueue
+from monitor.notify.delivery import Deliverer
+from monitor.notify.outbox import enqueue
 
 engine = make_engine(sys.argv[1])
 webhook = WebhookConfig(name="ops", url=sys.argv[2], secret_env=sys.argv[3])

@@ -30,6 +30,7 @@ from monitor.collect.client import Target
 from monitor.collect.poller import Job, Poller
 from monitor.collect.targets import limits_for, target_for
 from monitor.config import Config, ServerConfig
+from monitor.core.states import ServerOrigin
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Server
 from monitor.store.polls import RecordedPoll
@@ -183,7 +184,7 @@ class Scheduler:
     def _api_target(self, server_id: int) -> Target | None:
         with self.store.sessions() as session:
             server = session.get(Server, server_id)
-            if server is None or server.origin != "api" or not server.url:
+            if server is None or server.origin != ServerOrigin.API or not server.url:
                 return None
             transport: Literal["http", "sse"] = "sse" if server.transport == "sse" else "http"
             era: Literal["handshake", "modern"] = "modern" if server.era == "modern" else "handshake"

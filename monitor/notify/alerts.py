@@ -23,15 +23,8 @@ from monitor.config import Config, WebhookConfig
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.rules import TOOL_RULES, Check
 from monitor.core.states import AlertState
-from monitor.notify.webhooks import (
-    ALERT_OPENED,
-    ALERT_RESOLVED,
-    DEFAULT_EXPIRY,
-    MAX_FINDINGS,
-    alert_payload,
-    enqueue,
-    wake_after_commit,
-)
+from monitor.notify.outbox import DEFAULT_EXPIRY, enqueue, wake_after_commit
+from monitor.notify.payloads import ALERT_OPENED, ALERT_RESOLVED, MAX_FINDINGS, alert_payload
 from monitor.store.db import insert
 from monitor.store.models import (
     Alert,

@@ -20,6 +20,7 @@ from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.rules import servers
 from monitor.core.rules.servers import WatchState
+from monitor.core.states import ServerOrigin
 from monitor.store.db import insert as _insert
 from monitor.store.models import (
     FindingRecord,
@@ -108,7 +109,7 @@ class Store:
                     _insert(session)(Server)
                     .values(
                         name=config.name,
-                        origin="config",
+                        origin=ServerOrigin.CONFIG,
                         created_at=now,
                         consecutive_failures=0,
                         transport=config.transport,
@@ -119,7 +120,7 @@ class Store:
                 server = session.scalars(
                     select(Server).where(Server.name == config.name).with_for_update()
                 ).one()
-                server.origin = "config"  # a config file wins over an API registration of the name
+                server.origin = ServerOrigin.CONFIG  # a config file wins over an API registration of the name
                 server.headers = None
                 server.transport = config.transport
                 server.url = config.url

@@ -8,6 +8,7 @@ from datetime import datetime
 from sqlalchemy import Engine, and_, delete, func, or_, select
 from sqlalchemy.orm import sessionmaker
 
+from monitor.core.states import DeliveryState
 from monitor.store.models import DeliveryAttempt, PollAttempt, WebhookDelivery
 
 
@@ -38,8 +39,8 @@ def prune_poll_attempts(
     sessions = sessionmaker(engine)
     attempt_is_old = PollAttempt.started_at < older_than
     delivery_is_done = or_(
-        and_(WebhookDelivery.state == "delivered", WebhookDelivery.delivered_at < older_than),
-        and_(WebhookDelivery.state == "expired", WebhookDelivery.expires_at < older_than),
+        and_(WebhookDelivery.state == DeliveryState.DELIVERED, WebhookDelivery.delivered_at < older_than),
+        and_(WebhookDelivery.state == DeliveryState.EXPIRED, WebhookDelivery.expires_at < older_than),
     )
     totals = {"poll_attempts": 0, "webhook_deliveries": 0, "delivery_attempts": 0}
 

@@ -101,7 +101,7 @@ class HoldWrite:
         self.release = threading.Event()
         self.holding = asyncio.Event()
 
-    def after_poll(self, session: Any, server: Any, findings: Any, **_: Any) -> None:
+    def after_poll(self, session: Any, poll: Any) -> None:
         if self.armed.is_set():
             self.armed.clear()
             self.loop.call_soon_threadsafe(self.holding.set)

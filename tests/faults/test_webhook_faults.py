@@ -21,7 +21,8 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from monitor.config import WebhookConfig
-from monitor.notify.webhooks import Deliverer, enqueue, wake_after_commit
+from monitor.notify.delivery import Deliverer
+from monitor.notify.outbox import enqueue, wake_after_commit
 from monitor.store.models import DeliveryAttempt, WebhookDelivery
 
 SECRET_ENV = "FAULTS_WEBHOOK_SECRET"

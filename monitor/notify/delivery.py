@@ -1,40 +1,30 @@
-"""Webhook delivery: a durable outbox, Standard Webhooks signatures, retries with backoff.
+"""Sending due deliveries: several processes may share one PostgreSQL outbox.
 
-A delivery is a row (committed with the alert that caused it) before anything is sent, so a crash
-or restart loses none. Its id is the `webhook-id` of every attempt, so a receiver that saw a body
-but whose answer was lost can drop the repeat. Sending happens in its own task, one task per
-delivery, so a dead or slow receiver delays neither polling nor other deliveries.
+Sending happens in its own task, one task per delivery, so a dead or slow receiver delays neither
+polling nor other deliveries.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
-import hashlib
-import hmac
-import json
 import logging
-import os
-import random
-import secrets
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
-from sqlalchemy import Engine, and_, event, or_, select
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import Engine, and_, or_, select
+from sqlalchemy.orm import sessionmaker
 
 from monitor.config import Config, WebhookConfig
-from monitor.core.text import make_visible
-from monitor.store.models import Alert, DeliveryAttempt, FindingRecord, WebhookDelivery
-from monitor.store.records import AlertRecord, FindingFields
+from monitor.core.states import DeliveryState
+from monitor.notify.outbox import backoff_delay, parse_retry_after
+from monitor.notify.signing import key_from_env, sign
+from monitor.store.models import DeliveryAttempt, WebhookDelivery
 
 if TYPE_CHECKING:
     import anyio
@@ -43,201 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ALERT_OPENED = "alert.opened"
-ALERT_RESOLVED = "alert.resolved"
-PENDING, DELIVERED, EXPIRED = "pending", "delivered", "expired"
-DEFAULT_EXPIRY = timedelta(hours=24)
-MAX_FINDINGS = 100
-"""Findings carried in one payload; a long-lived alert can gather many, the dashboard has them all."""
 USER_AGENT = "drift-monitor-webhooks/1"
-_WHSEC = "whsec_"
-_WAKES = "drift_monitor.webhook_wakes"
-
-
-# Payloads
-
-
-def alert_payload(
-    event_type: str, alert: Alert, server: str, findings: Sequence[FindingRecord], base_url: str
-) -> dict[str, Any]:
-    """The SPEC 9 body, built from the alert's and its findings' records; `state`, `session_id` and
-    `resolved_at` are extras for receivers that route."""
-    record = AlertRecord.of(alert, server=server, finding_count=len(findings))
-    return {
-        "type": event_type,
-        "alert": {
-            "id": record.id,
-            "rule": record.rule,
-            "severity": record.severity.value,
-            "state": record.state.value,
-            "server": record.server,
-            "tool": record.tool,
-            "session_id": record.session_id,
-            "message": record.message,
-            "opened_at": _iso(record.opened_at),
-            "resolved_at": _iso(record.resolved_at) if record.resolved_at else None,
-            "url": f"{base_url.rstrip('/')}/alerts/{record.id}",
-        },
-        "findings": [_finding_payload(finding) for finding in findings[:MAX_FINDINGS]],
-    }
-
-
-def _finding_payload(stored: FindingRecord) -> dict[str, Any]:
-    finding = FindingFields.model_validate(stored)
-    return {
-        "rule": finding.rule,
-        "severity": finding.severity.value,
-        "tool": finding.tool,
-        "field": finding.field,
-        "old": finding.old,
-        "new": finding.new,
-        "message": finding.message,
-        "detected_at": _iso(stored.detected_at),
-    }
-
-
-def render(webhook: WebhookConfig, payload: dict[str, Any]) -> str:
-    """The exact body text for one webhook.
-
-    ASCII-only JSON: server text may hold lone surrogates that UTF-8 cannot encode, and escaping
-    makes the signed bytes independent of any encoding step.
-    """
-    body = slack_message(payload) if webhook.format == "slack" else payload
-    return json.dumps(body, separators=(",", ":"))
-
-
-def slack_message(payload: dict[str, Any]) -> dict[str, Any]:
-    """A Slack incoming-webhook body. Server-controlled text is escaped so it cannot mention or link."""
-    alert = payload["alert"]
-    verb = "resolved" if payload["type"] == ALERT_RESOLVED else "opened"
-    subject = alert["server"] + (f" / {alert['tool']}" if alert["tool"] else "")
-    title = _clip(f"[{alert['severity'].upper()}] {alert['rule']} {verb} on {make_visible(subject)}", 300)
-    message = _clip(make_visible(alert["message"]), 2500)
-    link = f"<{_slack_escape(alert['url'])}|Alert {alert['id']}>"
-    return {
-        "text": _slack_escape(f"{title}: {message}"),
-        "blocks": [
-            {"type": "section", "text": {"type": "mrkdwn", "text": _slack_escape(f"{title}\n{message}")}},
-            {"type": "context", "elements": [{"type": "mrkdwn", "text": link}]},
-        ],
-    }
-
-
-def _slack_escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _iso(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-# The outbox
-
-
-def enqueue(
-    session: Session,
-    webhook: WebhookConfig,
-    payload: dict[str, Any],
-    *,
-    alert_id: int | None,
-    now: datetime,
-    expires_after: timedelta = DEFAULT_EXPIRY,
-) -> WebhookDelivery:
-    """Add a pending delivery to the caller's transaction, so it commits with what caused it."""
-    delivery = WebhookDelivery(
-        id=f"msg_{secrets.token_hex(16)}",
-        webhook=webhook.name,
-        alert_id=alert_id,
-        event_type=payload["type"],
-        body=render(webhook, payload),
-        state=PENDING,
-        created_at=now,
-        next_attempt_at=now,
-        expires_at=now + expires_after,
-        attempts=0,
-    )
-    session.add(delivery)
-    return delivery
-
-
-def wake_after_commit(session: Session, wake: Callable[[], None]) -> None:
-    """Call `wake` once the transaction commits: woken earlier, a deliverer would find nothing yet."""
-    session.info.setdefault(_WAKES, set()).add(wake)
-    if not event.contains(session, "after_commit", _fire_wakes):
-        event.listen(session, "after_commit", _fire_wakes)
-
-
-def _fire_wakes(session: Session) -> None:
-    for wake in session.info.pop(_WAKES, set()):
-        wake()
-
-
-# Signing (https://www.standardwebhooks.com)
-
-
-def signing_key(secret: str) -> bytes:
-    """`whsec_<base64>` secrets are decoded, as the Standard Webhooks libraries do; others are UTF-8."""
-    if not secret.startswith(_WHSEC):
-        return secret.encode("utf-8")
-    try:
-        return base64.b64decode(secret.removeprefix(_WHSEC), validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError("a whsec_ secret must be base64 after the prefix") from None
-
-
-def sign(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
-    digest = hmac.new(key, f"{msg_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
-    return "v1," + base64.b64encode(digest).decode("ascii")
-
-
-def _key_from_env(webhook: WebhookConfig) -> bytes | None:
-    if not webhook.secret_env:
-        return None
-    secret = os.environ.get(webhook.secret_env)
-    if not secret:
-        log.warning("webhook %s: %s is not set, so deliveries go unsigned", webhook.name, webhook.secret_env)
-        return None
-    try:
-        return signing_key(secret)
-    except ValueError as exc:
-        raise ValueError(f"webhook {webhook.name}: {webhook.secret_env}: {exc}") from None
-
-
-# Backoff
-
-
-def backoff_delay(attempts: int, retry_after: float | None, *, base: float, cap: float) -> float:
-    """Exponential backoff with full jitter, so retries to one dead receiver do not arrive in waves.
-
-    A receiver's Retry-After is a floor, honoured up to the cap.
-    """
-    delay = random.uniform(0.0, min(cap, base * 2.0 ** min(attempts - 1, 60)))  # noqa: S311 - jitter
-    if retry_after is not None:
-        delay = max(delay, min(retry_after, cap))
-    return delay
-
-
-def parse_retry_after(value: str | None, now: datetime) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None when absent or garbled."""
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - now).total_seconds())
-
-
-# Delivery
 
 
 @dataclass(frozen=True)
@@ -283,7 +79,7 @@ class Deliverer:
     ) -> None:
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         self.webhooks = {webhook.name: webhook for webhook in webhooks}
-        self._keys = {webhook.name: _key_from_env(webhook) for webhook in webhooks}
+        self._keys = {webhook.name: key_from_env(webhook) for webhook in webhooks}
         self.owner = owner or f"deliverer-{uuid.uuid4().hex[:12]}"
         self.timeout = timeout
         self.lease = timedelta(seconds=lease)
@@ -370,7 +166,7 @@ class Deliverer:
             rows = session.scalars(
                 select(WebhookDelivery)
                 .where(
-                    WebhookDelivery.state == PENDING,
+                    WebhookDelivery.state == DeliveryState.PENDING,
                     lease_free,
                     or_(
                         WebhookDelivery.expires_at <= now, and_(ours, WebhookDelivery.next_attempt_at <= now)
@@ -383,7 +179,7 @@ class Deliverer:
             claims = []
             for row in rows:
                 if row.expires_at <= now:
-                    row.state = EXPIRED
+                    row.state = DeliveryState.EXPIRED
                     log.warning("webhook %s: delivery %s expired undelivered", row.webhook, row.id)
                     continue
                 row.lease_owner = self.owner
@@ -397,7 +193,7 @@ class Deliverer:
             due = session.scalar(
                 select(WebhookDelivery.next_attempt_at)
                 .where(
-                    WebhookDelivery.state == PENDING,
+                    WebhookDelivery.state == DeliveryState.PENDING,
                     WebhookDelivery.webhook.in_(list(self.webhooks)),
                     or_(WebhookDelivery.lease_expires_at.is_(None), WebhookDelivery.lease_expires_at <= now),
                 )
@@ -457,7 +253,7 @@ class Deliverer:
             return
         if result.ok:
             log.info("webhook %s: delivered %s in %.0f ms", webhook.name, claim.id, result.latency_ms)
-        elif state == PENDING and delay is not None:
+        elif state == DeliveryState.PENDING and delay is not None:
             log.warning(
                 "webhook %s: %s failed (%s); retrying in %.1f s", webhook.name, claim.id, error, delay
             )
@@ -483,16 +279,16 @@ class Deliverer:
             now = _utcnow()
             delay: float | None = None
             if result.ok:
-                if row.state != DELIVERED:
-                    row.state, row.delivered_at, row.last_error = DELIVERED, now, None
-            elif row.state == PENDING and row.lease_owner == self.owner:
+                if row.state != DeliveryState.DELIVERED:
+                    row.state, row.delivered_at, row.last_error = DeliveryState.DELIVERED, now, None
+            elif row.state == DeliveryState.PENDING and row.lease_owner == self.owner:
                 row.last_error = result.error
                 delay = backoff_delay(
                     row.attempts, result.retry_after, base=self.backoff_base, cap=self.backoff_cap
                 )
                 next_at = now + timedelta(seconds=delay)
                 if next_at >= row.expires_at:
-                    row.state = EXPIRED
+                    row.state = DeliveryState.EXPIRED
                 else:
                     row.next_attempt_at = next_at
             if row.lease_owner == self.owner:
