@@ -24,10 +24,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from helpers import http_server
 from sqlalchemy import Engine, create_engine, event, func, select, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
+from support import http_server, tool
 
 from monitor.collect import scheduler as scheduler_module
 from monitor.collect.poller import Job, Poller
@@ -43,15 +43,7 @@ WAIT = 20.0
 
 
 def tools(description: str, count: int = 3) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": f"tool{i}",
-            "description": description,
-            "inputSchema": {"type": "object"},
-            "annotations": {"readOnlyHint": True},
-        }
-        for i in range(count)
-    ]
+    return [tool(f"tool{i}", description=description, read_only=True) for i in range(count)]
 
 
 class Watched(Poller):

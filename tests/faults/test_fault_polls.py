@@ -9,15 +9,16 @@ and stored exactly as when alone, without waiting for any fault; no server proce
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from faults.faults_harness import HEALTHY_TOOLS, SERVERS_SCRIPT, refused_url
-from helpers import server_command
 from sqlalchemy import func, select
+from support import faulty_http, http_server, refused_url, server_command, tool
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
@@ -25,6 +26,16 @@ from monitor.core.fingerprint import fingerprint
 from monitor.store import PollOutcome, Store, make_engine, migrate
 from monitor.store.models import Listing, ListingTool, PollAttempt, Server, Snapshot, ToolDefinition
 
+HEALTHY_TOOLS: list[dict[str, Any]] = [
+    tool(
+        "search",
+        description="Search the runbooks.",
+        input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
+        read_only=True,
+    ),
+    tool("page", description="Page the on-call engineer."),
+    tool("ack", description="Acknowledge a page."),
+]
 FAULT_TIMEOUT = 4.0
 HEALTHY_TIMEOUT = 30.0
 """The healthy servers get a generous timeout of their own, so only the fault can explain a delay."""
@@ -42,17 +53,34 @@ class Case:
     tools: list[str] = field(default_factory=list)
 
 
+@pytest.fixture(scope="module")
+def faulty_servers() -> Iterator[tuple[str, str]]:
+    """(base URL of faulty_server.py's HTTP modes, URL of its accept-and-never-answer port)."""
+    with faulty_http() as urls:
+        yield urls
+
+
+@pytest.fixture(scope="module")
+def tools_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("healthy") / "tools.json"
+    path.write_text(json.dumps(HEALTHY_TOOLS), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def healthy_http(tools_file: Path) -> Iterator[str]:
+    """A real MCPServer over Streamable HTTP, serving HEALTHY_TOOLS two to a page."""
+    with http_server("fastmcp_server.py", str(tools_file), "--page-size", "2") as url:
+        yield url
+
+
 def stdio(script: str, *args: str) -> dict[str, Any]:
     command, *argv = server_command(script, *args)
     return {"transport": "stdio", "command": command, "args": argv}
 
 
 def faulty(mode: str) -> dict[str, Any]:
-    return {
-        "transport": "stdio",
-        "command": server_command("x")[0],
-        "args": [str(SERVERS_SCRIPT), "stdio", mode],
-    }
+    return stdio("faulty_server.py", "stdio", mode)
 
 
 def cases(base: str, silent: str, healthy_url: str, tools_file: Path) -> list[Case]:
@@ -192,14 +220,14 @@ def cases(base: str, silent: str, healthy_url: str, tools_file: Path) -> list[Ca
 
 
 async def test_faults_are_recorded_errors_and_healthy_servers_are_unaffected(
-    database_url: str, faulty_http: tuple[str, str], healthy_http: str, tools_file: Path
+    database_url: str, faulty_servers: tuple[str, str], healthy_http: str, tools_file: Path
 ) -> None:
     """One poll run of 21 faulty servers and 2 healthy ones. Must hold: each fault is one attempt
     with the expected kind and a one-line message naming what went wrong; no faulty server has a
     snapshot, and no tool a faulty server sent (page 1 before a drop included) is stored; the healthy
     servers' listings are stored exactly, and each is recorded before the fault deadline, i.e. it
     waited for no fault; the run ends within the deadline plus the bounded stdio shutdown."""
-    base, silent = faulty_http
+    base, silent = faulty_servers
     run = cases(base, silent, healthy_http, tools_file)
     engine = make_engine(database_url)
     try:
@@ -298,12 +326,12 @@ def _listing_id(store: Store, name: str) -> int:
 
 @pytest.mark.parametrize("mode", ["drop-mid-page"])
 async def test_a_fault_after_a_good_version_keeps_that_version(
-    store: Store, faulty_http: tuple[str, str], healthy_http: str, mode: str
+    store: Store, faulty_servers: tuple[str, str], healthy_http: str, mode: str
 ) -> None:
     """A server that answered well once and then drops mid-listing: must hold that its stored version
     stays current and untouched (same listing, poll count 1), the failure is one attempt more, and the
     next good answer is the same version again, not a new one."""
-    base, _ = faulty_http
+    base, _ = faulty_servers
     good = ServerConfig(name="flaky", transport="http", url=healthy_http)
     bad = ServerConfig(name="flaky", transport="http", url=f"{base}/{mode}/mcp")
 

@@ -3,22 +3,21 @@
 What must hold: each failed attempt is recorded (status or error) and retried with the same
 `webhook-id`, honouring Retry-After; every delivery ends delivered exactly once per webhook-id as the
 receiver counts them; a receiver that hangs or hangs up holds up only its own delivery; every
-request carries a signature that an independent check (tests/receiver.py) accepts.
+request carries a signature that an independent check (tests/support/receiver.py) accepts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
 
 import pytest
-from receiver import Receiver, Reply, Request, verify
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
+from support import Receiver, Reply, Request, verify, webhook_secret
 
 from monitor.config import WebhookConfig
 from monitor.notify.webhooks import Deliverer, enqueue, wake_after_commit
@@ -26,7 +25,7 @@ from monitor.store.models import DeliveryAttempt, WebhookDelivery
 
 SECRET_ENV = "FAULTS_WEBHOOK_SECRET"
 KEY = b"fault-suite signing key, 32 byte"
-SECRET = "whsec_" + base64.b64encode(KEY).decode()
+SECRET = webhook_secret(KEY)
 HANG_UP = Reply(status=0)
 """Read the request, then close the connection without answering."""
 SEND_TIMEOUT = 1.0

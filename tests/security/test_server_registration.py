@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from helpers import http_server, server_command
 from sqlalchemy import func, select
+from support import http_server, server_command
 
 from monitor.collect import client as client_module
 from monitor.collect.client import Limits, Target, fetch_listing
