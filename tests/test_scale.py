@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import signal
-import time
 from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -33,7 +32,7 @@ from support import (
     wait_until,
     webhook_secret,
 )
-from support.claims import Claim, claim_problems, claims, install_claim_log
+from support.claims import Claim, claim_problems, claims, freeze_one_polling, install_claim_log
 
 from monitor.collect.scheduler import LEASE_MARGIN
 
@@ -158,36 +157,6 @@ KILL_WAIT = 10.0
 """How long to try catching an instance polling one of the servers flipped after the kill."""
 
 
-def freeze_one_polling(engine: Engine, instances: list[Service], prefer: list[str]) -> Service:
-    """Freeze (SIGSTOP) an instance while it holds leases, polls in flight: one polling a `prefer`
-    server if one is caught at that within KILL_WAIT, else the one holding the most. Frozen, it
-    cannot finish those polls, so a SIGKILL now leaves its leases behind."""
-    by_pid = {instance.pid: instance for instance in instances}
-    began = time.monotonic()
-
-    def leases() -> dict[str, int]:
-        """Server -> the pid of the instance polling it now."""
-        rows = query(engine, "select name, lease_owner from servers where lease_owner is not null")
-        return {name: int(owner.rsplit(":", 2)[1]) for name, owner in rows}
-
-    def frozen() -> Service | None:
-        held = leases()
-        wanted = [pid for name, pid in held.items() if name in prefer]
-        if not wanted and time.monotonic() - began < KILL_WAIT:
-            return None
-        candidates = wanted or [pid for pid, _ in Counter(held.values()).most_common(1)]
-        if not candidates:
-            return None
-        victim = by_pid[candidates[0]]
-        os.kill(victim.pid, signal.SIGSTOP)
-        if victim.pid in leases().values():
-            return victim
-        os.kill(victim.pid, signal.SIGCONT)  # its polls had all just finished: try again
-        return None
-
-    return wait_until("an instance holding leases", frozen, timeout=WAIT, every=0.01, alive=instances)
-
-
 def test_three_instances_survive_a_sigkill_without_double_polls_or_lost_alerts(
     tmp_path: Path, database_url: str
 ) -> None:
@@ -254,7 +223,7 @@ def test_three_instances_survive_a_sigkill_without_double_polls_or_lost_alerts(
             "a first poll of every server", lambda: polled_ok(list(names)), timeout=WAIT, alive=instances
         )
 
-        victim = freeze_one_polling(engine, instances, prefer=after)
+        victim = freeze_one_polling(engine, instances, prefer=after, prefer_for=KILL_WAIT, timeout=WAIT)
         assert victim.kill() == -signal.SIGKILL
         survivors = [instance for instance in instances if instance is not victim]
         for name in after:

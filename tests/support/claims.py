@@ -5,16 +5,24 @@ interval on, in one UPDATE. `install_claim_log` puts a trigger on the servers ta
 schema that copies each such UPDATE into a `claim_log` table: the slot claimed (the old
 `next_poll_at`), the next one, the new lease and the lease it replaced. The service is unchanged,
 and the log is read afterwards, so what it shows does not depend on how busy the machine was:
-`claim_problems` checks it against what the scheduler promises.
+`claim_problems` checks it against what the scheduler promises. `freeze_one_polling` catches an
+instance with polls in flight, for a SIGKILL that leaves its leases behind.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+import signal
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import Engine, text
+
+from support.processes import wait_until
+from support.service import Service
 
 INSTALL = [
     """CREATE TABLE claim_log (
@@ -133,3 +141,43 @@ def claim_problems(
             else:
                 polled[index] = at
     return problems
+
+
+def leases(engine: Engine) -> dict[str, int]:
+    """Servers being polled right now -> the pid of the instance polling them (holding the lease)."""
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT name, lease_owner FROM servers WHERE lease_owner IS NOT NULL"))
+        return {name: int(owner.rsplit(":", 2)[1]) for name, owner in rows}
+
+
+def freeze_one_polling(
+    engine: Engine,
+    instances: Sequence[Service],
+    *,
+    prefer: Sequence[str] = (),
+    prefer_for: float = 0.0,
+    timeout: float = 120.0,
+) -> Service:
+    """Freeze (SIGSTOP) an instance while it holds leases, polls in flight: one polling a `prefer`
+    server if one is caught at that within `prefer_for` seconds, else the one holding the most.
+    Frozen, it cannot finish those polls, so a SIGKILL now leaves its leases behind, as a crash
+    mid-poll would."""
+    by_pid = {instance.pid: instance for instance in instances}
+    began = time.monotonic()
+
+    def frozen() -> Service | None:
+        held = leases(engine)
+        wanted = [pid for name, pid in held.items() if name in prefer]
+        if not wanted and time.monotonic() - began < prefer_for:
+            return None
+        candidates = wanted or [pid for pid, _ in Counter(held.values()).most_common(1)]
+        if not candidates:
+            return None
+        victim = by_pid[candidates[0]]
+        os.kill(victim.pid, signal.SIGSTOP)
+        if victim.pid in leases(engine).values():
+            return victim
+        os.kill(victim.pid, signal.SIGCONT)  # its polls had all just finished: try again
+        return None
+
+    return wait_until("an instance holding leases", frozen, timeout=timeout, every=0.01, alive=instances)
