@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 from sqlalchemy import Engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -16,6 +17,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from support import no_leaked_children, postgres_schema
 
 from monitor.store import Store, make_engine, migrate
+
+# Hypothesis times every example (a 200 ms deadline) and the generation of its data (the too_slow
+# health check): on a busy machine both fail a property test for being slow, which is not what it tests.
+settings.register_profile("untimed", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("untimed")
 
 PG_URL = os.environ.get("DRIFT_MONITOR_TEST_PG_URL")
 BACKENDS = [
