@@ -18,7 +18,17 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import create_engine, func, select
-from support import Receiver, Service, http_server, migrate_config, serving, tool, wait_until, webhook_secret
+from support import (
+    WAIT,
+    Receiver,
+    Service,
+    http_server,
+    migrate_config,
+    serving,
+    tool,
+    wait_until,
+    webhook_secret,
+)
 
 from monitor.core.fingerprint import fingerprint
 from monitor.reporter import SessionReporter
@@ -30,8 +40,6 @@ KEY = b"service test key"
 SECRET_ENV = "TEST_SERVICE_WEBHOOK_SECRET"
 TOKEN = "service-test-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-WAIT = 60.0
-"""Upper bound on each wait for the service to do something; every wait ends at its event."""
 
 
 def tools(read_only: bool) -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ so `from support import ...` works in every test module; no test module imports 
 from support.databases import postgres_schema
 from support.fleet import Fleet, fleet
 from support.polls import record_poll
-from support.processes import Process, ProcessError, child_processes, no_leaked_children, wait_until
+from support.processes import WAIT, Process, ProcessError, child_processes, no_leaked_children, wait_until
 from support.receiver import Receiver, Reply, Request, verify, webhook_secret
 from support.servers import (
     SERVERS,
@@ -22,6 +22,7 @@ from support.tools import tool
 
 __all__ = [
     "SERVERS",
+    "WAIT",
     "Fleet",
     "Process",
     "ProcessError",

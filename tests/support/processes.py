@@ -26,6 +26,10 @@ READY_TIMEOUT = 60.0
 busy machine. The wait ends at the READY line, so a generous bound costs nothing."""
 STOP_GRACE = 30.0
 """How long a stopped process may take to exit on its own before it is killed."""
+WAIT = 60.0
+"""Upper bound on waiting for something a test is owed (a state, a request); every wait ends at its
+event, so a busy machine makes a test slower, not red. A test that must tell an event from a timer
+sets the timer far beyond this."""
 
 
 class ProcessError(RuntimeError):
@@ -136,7 +140,7 @@ def wait_until(
     what: str,
     condition: Callable[[], T],
     *,
-    timeout: float = READY_TIMEOUT,
+    timeout: float = WAIT,
     every: float = 0.1,
     alive: Iterable[Process] = (),
 ) -> T:

@@ -18,12 +18,11 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from support.processes import WAIT
+
 TOLERANCE = 300
 HANG_LIMIT = 20.0
 """A hanging handler gives up after this long even if the test never releases it."""
-WAIT = 30.0
-"""Upper bound on waiting for a request; the wait ends when it arrives, so a busy machine costs only
-time. A test that must tell a wake-up from a timer sets the timer far beyond it."""
 
 
 def webhook_secret(key: bytes) -> str:
