@@ -24,19 +24,14 @@ from __future__ import annotations
 import asyncio
 import cProfile
 import io
-import os
 import pstats
-import queue
 import random
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -51,7 +46,9 @@ from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.core.fingerprint import CanonicalListing
 from monitor.store import Store, make_engine, migrate
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # for tests/support
+from support import Fleet, fleet, record_poll
+
 SERVERS = 200
 TOOLS = 50
 CONCURRENCY = 32
@@ -60,63 +57,8 @@ ROUNDS = 4
 """Timed rounds per contender (alternating); with one untimed round of ours before them, ours make
 the 5 x 200 = 1,000 unchanged polls whose database bytes count. Keeps the run under 3 minutes."""
 BYTES_GOAL = 64.0
-READY_TIMEOUT = 120.0
 STEADY_SERVERS = 5
 """The steady-state storage check: this many servers, each polled past `attempts_kept`."""
-
-
-@dataclass
-class FleetProcess:
-    pid: int
-    urls: list[str]
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU the fleet process has used so far."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-@contextmanager
-def fleet(servers: int, tools: int) -> Iterator[FleetProcess]:
-    """Run the fleet; yields once its READY line lists every URL, kills it afterwards."""
-    command = [
-        sys.executable,
-        str(HERE / "fleet_server.py"),
-        "--servers",
-        str(servers),
-        "--tools",
-        str(tools),
-    ]
-    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        lines: queue.Queue[str | None] = queue.Queue()
-
-        def pump() -> None:
-            assert process.stdout is not None
-            for line in process.stdout:
-                lines.put(line)
-            lines.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-        deadline = time.monotonic() + READY_TIMEOUT
-        while True:
-            try:
-                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise RuntimeError(f"fleet printed no READY line within {READY_TIMEOUT:g} s") from None
-            if line is None:
-                raise RuntimeError(f"fleet exited with status {process.wait()} before it was ready")
-            if line.startswith("READY "):
-                urls = line.split()[1:]
-                break
-        if len(urls) != servers:
-            raise RuntimeError(f"fleet announced {len(urls)} URLs, expected {servers}")
-        yield FleetProcess(process.pid, urls)
-    finally:
-        process.kill()
-        process.wait()
-        if process.stdin is not None:
-            process.stdin.close()
 
 
 @dataclass
@@ -126,7 +68,7 @@ class Round:
     fleet_cpu: float
 
 
-async def timed(work: Callable[[], Awaitable[None]], fleet_process: FleetProcess) -> Round:
+async def timed(work: Callable[[], Awaitable[None]], fleet_process: Fleet) -> Round:
     fleet_cpu, cpu, start = fleet_process.cpu_seconds(), time.process_time(), time.perf_counter()
     await work()
     wall = time.perf_counter() - start
@@ -236,16 +178,14 @@ def steady_state_bytes(tmp: Path) -> tuple[float, list[str]]:
         for _ in range(count):
             for server_id, listing in listings.items():
                 clock += timedelta(milliseconds=5)
-                store.record_success(
+                record_poll(
+                    store,
                     server_id,
                     listing,
-                    started_at=clock,
+                    clock,
                     finished_at=clock + timedelta(milliseconds=40),
-                    pages=1,
-                    protocol_version="2025-11-25",
                     server_info={"name": "fleet", "version": "1.4.2"},
                     capabilities={"tools": {"listChanged": False}},
-                    list_changed_advertised=False,
                 )
 
     try:
@@ -285,7 +225,7 @@ async def profile_round(poller: Poller, jobs: list[Job]) -> None:
         print(out.getvalue())
 
 
-async def run(fleet_process: FleetProcess, tmp: Path, profile: bool) -> list[tuple[str, float, float, str]]:
+async def run(fleet_process: Fleet, tmp: Path, profile: bool) -> list[tuple[str, float, float, str]]:
     urls = fleet_process.urls
     n = len(urls)
     path = tmp / "bench.db"

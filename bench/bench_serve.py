@@ -29,27 +29,22 @@ from __future__ import annotations
 
 import itertools
 import os
-import queue
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-import uuid
-from collections import deque
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from bench_poll import FleetProcess, fleet
-from sqlalchemy import create_engine, select, text
+from sqlalchemy import select
 
 from monitor.config import MonitorSettings
 from monitor.store import make_engine
 from monitor.store.models import PollAttempt, Server
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # for tests/support
+from support import Fleet, Service, fleet, migrate_config, postgres_schema, wait_until
 
 SERVERS = 1000
 TOOLS = 10
@@ -87,55 +82,6 @@ def machine_busy() -> tuple[float, float]:
     values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
     idle = values[3] + values[4]
     return sum(values) - idle, sum(values)
-
-
-class ServeProcess:
-    """`drift-monitor serve --port 0`; its output is drained by a thread so it never blocks."""
-
-    def __init__(self, config: Path, env: dict[str, str]) -> None:
-        self.started = time.monotonic()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "monitor.cli", "serve", "--config", str(config), "--port", "0"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-        )
-        self.tail: deque[str] = deque(maxlen=40)
-        self.lines = 0
-        self.errors: list[str] = []
-        self._ready: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines += 1
-            self.tail.append(line)
-            if " ERROR " in line or "Traceback" in line:
-                self.errors.append(line.rstrip())
-            if line.startswith("READY "):
-                self._ready.put(line.split()[1])
-        self._ready.put(None)
-
-    def wait_ready(self) -> str:
-        try:
-            url = self._ready.get(timeout=READY_TIMEOUT)
-        except queue.Empty:
-            url = None
-        if url is None:
-            raise RuntimeError("serve was not ready:\n" + "".join(self.tail))
-        return url
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait()
 
 
 @dataclass
@@ -180,60 +126,31 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("DRIFT_MONITOR_")}
 
 
-def migrate(config: Path, env: dict[str, str]) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "monitor.cli", "migrate", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"migrate failed: {result.stderr}")
-
-
-@contextmanager
-def pg_schema(base: str):  # type: ignore[no-untyped-def]
-    """A fresh schema on the test PostgreSQL, dropped afterwards; yields a URL that uses it."""
-    schema = f"bench_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    separator = "&" if "?" in base else "?"
-    try:
-        yield f"{base}{separator}options=-csearch_path%3D{schema}"
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
-
-
-def wait_first_poll(database_url: str, serve: ServeProcess) -> float:
+def wait_first_poll(database_url: str, serve: Service) -> float:
     """The monotonic time the first poll was recorded (the logs no longer name requests)."""
     engine = make_engine(database_url)
+
+    def polled() -> bool:
+        with engine.connect() as connection:
+            return connection.execute(select(PollAttempt.id).limit(1)).first() is not None
+
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            with engine.connect() as connection:
-                if connection.execute(select(PollAttempt.id).limit(1)).first() is not None:
-                    return time.monotonic()
-            if serve.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("serve made no poll:\n" + "".join(serve.tail))
-            time.sleep(0.05)
+        wait_until("a first poll", polled, timeout=90, every=0.05, alive=[serve])
+        return time.monotonic()
     finally:
         engine.dispose()
 
 
-def run_one(backend: str, database_url: str, workdir: Path, fleet_process: FleetProcess) -> Result:
+def run_one(backend: str, database_url: str, workdir: Path, fleet_process: Fleet) -> Result:
     env = clean_env()
     config = write_config(workdir / f"{backend}.toml", database_url, fleet_process.urls)
-    migrate(config, env)
-    serve = ServeProcess(config, env)
+    migrate_config(config, env)
+    started = time.monotonic()
+    serve = Service(config, env)
     samples: list[Sample] = []
     try:
-        serve.wait_ready()
-        ready_s = time.monotonic() - serve.started
+        serve.wait_ready(READY_TIMEOUT)
+        ready_s = time.monotonic() - started
         first = wait_first_poll(database_url, serve)
         pid = serve.process.pid
 
@@ -245,7 +162,7 @@ def run_one(backend: str, database_url: str, workdir: Path, fleet_process: Fleet
         end = first + RUN_AFTER_FIRST_POLL
         while (now := time.monotonic()) < end:
             if serve.process.poll() is not None:
-                raise RuntimeError("serve exited during the run:\n" + "".join(serve.tail))
+                raise RuntimeError("serve exited during the run" + serve.tail())
             time.sleep(min(SAMPLE_EVERY, end - now))
             samples.append(sample())
         rss = rss_mb(pid)
@@ -255,15 +172,15 @@ def run_one(backend: str, database_url: str, workdir: Path, fleet_process: Fleet
     return Result(
         backend=backend,
         ready_s=ready_s,
-        first_poll_s=first - serve.started,
+        first_poll_s=first - started,
         run_s=b.at - a.at,
         serve_cpu_s=b.serve_cpu - a.serve_cpu,
         fleet_cpu_s=b.fleet_cpu - a.fleet_cpu,
         machine_busy=(b.busy - a.busy) / (b.total - a.total),
         serve_rss_mb=rss,
         exit_code=code,
-        log_lines=serve.lines,
-        errors=serve.errors,
+        log_lines=len(serve.lines),
+        errors=[line.rstrip() for line in serve.lines if " ERROR " in line or "Traceback" in line],
         samples=samples,
     )
 
@@ -437,7 +354,7 @@ def main() -> list[tuple[str, float, float, str]]:
         result = run_one("SQLite", sqlite_url, workdir, fleet_process)
         rows.extend(report(result, analyse(sqlite_url)))
         if pg_url:
-            with pg_schema(pg_url) as url:
+            with postgres_schema(pg_url, prefix="bench") as url:
                 result = run_one("PostgreSQL", url, workdir, fleet_process)
                 rows.extend(report(result, analyse(url)))
         else:

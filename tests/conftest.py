@@ -1,19 +1,27 @@
-"""Shared fixtures: a migrated database on SQLite, and on PostgreSQL when DRIFT_MONITOR_TEST_PG_URL is set."""
+"""Shared fixtures: a migrated database on SQLite, and on PostgreSQL when DRIFT_MONITOR_TEST_PG_URL is set;
+the child-process leak check. The tests folder goes on sys.path, so `from support import ...` works."""
 
 from __future__ import annotations
 
 import os
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from hypothesis import HealthCheck, settings
+from sqlalchemy import Engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from support import no_leaked_children, postgres_schema
+
 from monitor.store import Store, make_engine, migrate
+
+# Hypothesis times every example (a 200 ms deadline) and the generation of its data (the too_slow
+# health check): on a busy machine both fail a property test for being slow, which is not what it tests.
+settings.register_profile("untimed", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("untimed")
 
 PG_URL = os.environ.get("DRIFT_MONITOR_TEST_PG_URL")
 BACKENDS = [
@@ -29,17 +37,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield f"sqlite:///{tmp_path / 'monitor.db'}"
         return
     assert PG_URL is not None
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    separator = "&" if "?" in PG_URL else "?"
-    try:
-        yield f"{PG_URL}{separator}options=-csearch_path%3D{schema}"
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+    with postgres_schema(PG_URL) as url:
+        yield url
 
 
 @pytest.fixture
@@ -53,3 +52,12 @@ def engine(database_url: str) -> Iterator[Engine]:
 @pytest.fixture
 def store(engine: Engine) -> Store:
     return Store(engine, attempts_kept=5, unreachable_after=3)
+
+
+@pytest.fixture
+def no_leaked_processes() -> Iterator[None]:
+    """The test leaves no child process behind (a server outliving its poll or its test), and no zombie.
+    Suites that start processes use it: `pytestmark = pytest.mark.usefixtures("no_leaked_processes")`,
+    or a conftest that overrides it as autouse."""
+    with no_leaked_children():
+        yield

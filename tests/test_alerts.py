@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import threading
 import time
@@ -12,12 +11,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from receiver import Receiver
+import support
 from sqlalchemy import Engine, func, select, text
 from sqlalchemy.orm import Session
+from support import Receiver, record_poll, webhook_secret
 
 from monitor.config import Config, MonitorSettings, ServerConfig, WebhookConfig
-from monitor.core.fingerprint import CanonicalListing
 from monitor.core.rules import Severity
 from monitor.notify.alerts import Alerting, acknowledge, open_or_attach, resolve_matching
 from monitor.notify.delivery import Deliverer
@@ -27,6 +26,8 @@ from monitor.store.models import Alert, AlertFinding, FindingRecord, Server, Sna
 SECRET_ENV = "TEST_ALERT_WEBHOOK_SECRET"
 KEY = b"alert webhook key"
 BASE_URL = "http://127.0.0.1:8000"
+NEVER = 3600.0
+"""An idle poll that never comes during a test: a delivery within the receiver's wait was woken."""
 
 
 class Clock:
@@ -41,13 +42,9 @@ class Clock:
 
 
 def tool(name: str, *, read_only: bool = True, **fields: Any) -> dict[str, Any]:
-    return {
-        "name": name,
-        "description": f"The {name} tool.",
-        "inputSchema": {"type": "object"},
-        "annotations": {"readOnlyHint": read_only},
-        **fields,
-    }
+    """A described tool, read-only unless said otherwise."""
+    fields.setdefault("description", f"The {name} tool.")
+    return support.tool(name, read_only=read_only, **fields)
 
 
 def hook(
@@ -66,18 +63,7 @@ class Harness:
         self.server_id = self.store.sync_servers([config], self.clock.tick())["docs"]
 
     def succeed(self, tools: list[dict[str, Any]]) -> Any:
-        at = self.clock.tick()
-        return self.store.record_success(
-            self.server_id,
-            CanonicalListing.of(tools),
-            started_at=at,
-            finished_at=at,
-            pages=1,
-            protocol_version="2025-11-25",
-            server_info=None,
-            capabilities={},
-            list_changed_advertised=False,
-        )
+        return record_poll(self.store, self.server_id, tools, self.clock.tick())
 
     def fail(self) -> Any:
         at = self.clock.tick()
@@ -101,7 +87,7 @@ class Harness:
 
 @pytest.fixture
 def secret(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(SECRET_ENV, "whsec_" + base64.b64encode(KEY).decode())
+    monkeypatch.setenv(SECRET_ENV, webhook_secret(KEY))
 
 
 @pytest.fixture
@@ -115,7 +101,7 @@ async def test_read_only_revoked_opens_once_and_resolves_when_it_flips_back(
 ) -> None:
     webhook = hook(url=receiver.url)
     alerting = Alerting([webhook], base_url=BASE_URL + "/")
-    deliverer = Deliverer(engine, [webhook], idle_poll=60.0)
+    deliverer = Deliverer(engine, [webhook], idle_poll=NEVER)
     alerting.on_enqueue = deliverer.notify
     h = Harness(engine, alerting)
     stop = asyncio.Event()

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support import cli, http_server, tool
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "monitor.cli", *args], capture_output=True, text=True, timeout=60, check=False
-    )
+    return subprocess.run(cli(*args), capture_output=True, text=True, timeout=60, check=False)
 
 
 def write(path: Path, data: object) -> Path:
@@ -25,9 +23,8 @@ def write(path: Path, data: object) -> Path:
 
 @pytest.fixture
 def flip(tmp_path: Path) -> tuple[Path, Path]:
-    tool = {"name": "lookup", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}
-    old = write(tmp_path / "old.json", {"tools": [tool]})
-    new = write(tmp_path / "new.json", [{**tool, "annotations": {"readOnlyHint": False}}])
+    old = write(tmp_path / "old.json", {"tools": [tool("lookup", read_only=True)]})
+    new = write(tmp_path / "new.json", [tool("lookup", read_only=False)])
     return old, new
 
 
@@ -133,10 +130,8 @@ def test_rules_doc_is_generated_from_the_catalog() -> None:
 
 
 def test_migrate_and_poll_through_the_command_line(tmp_path: Path) -> None:
-    from helpers import http_server
-
     tools = tmp_path / "tools.json"
-    tools.write_text(json.dumps([{"name": "lookup", "inputSchema": {"type": "object"}}]))
+    tools.write_text(json.dumps([tool("lookup")]))
     config = tmp_path / "monitor.toml"
     db = tmp_path / "monitor.db"
     with http_server("fastmcp_server.py", str(tools)) as url:

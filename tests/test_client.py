@@ -14,9 +14,9 @@ from typing import Any
 import anyio
 import mcp_types
 import pytest
-from helpers import child_processes, http_server, server_command
 from mcp.client import ClientSession, IncomingMessage
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from support import http_server, server_command
 
 from monitor.collect.client import FetchedListing, Limits, PollError, Target, fetch_listing
 
@@ -59,14 +59,8 @@ TOOLS: list[dict[str, Any]] = [
 """Five tools, so a page size of 2 spreads them over three pages."""
 
 
-@pytest.fixture(autouse=True)
-def no_leaked_processes() -> Iterator[None]:
-    """Every test leaves no new child process behind, and no zombie at all."""
-    before = set(child_processes())
-    yield
-    after = child_processes()
-    assert [pid for pid, state in after.items() if state == "Z"] == []
-    assert set(after) - before == set()
+pytestmark = pytest.mark.usefixtures("no_leaked_processes")
+"""Every test leaves no new child process behind, and no zombie at all."""
 
 
 @pytest.fixture(scope="module")

@@ -17,24 +17,20 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import queue
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
-import threading
-import time
 import tomllib
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
 import yaml
+from support import Process
 
 from monitor.cli import main
 from monitor.config import load_config
@@ -229,61 +225,6 @@ def toml_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-class Running:
-    """A process whose output lines are collected by a thread, so its pipe never fills."""
-
-    def __init__(self, command: list[str], env: dict[str, str], cwd: Path) -> None:
-        self.process = subprocess.Popen(
-            command,
-            env=env,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.lines: list[str] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self._queue.put(line)
-        self._queue.put(None)
-
-    def wait_for(self, prefix: str, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise AssertionError(f"no {prefix!r} line within {timeout} s:\n{self.output}") from None
-            if line is None:
-                raise AssertionError(f"exited with {self.process.wait()} before {prefix!r}:\n{self.output}")
-            self.lines.append(line)
-            if line.startswith(prefix):
-                return line
-
-    def drain(self) -> None:
-        while (line := self._queue.get(timeout=10)) is not None:
-            self.lines.append(line)
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
-
-
-@pytest.fixture
-def running() -> Iterator[list[Running]]:
-    started: list[Running] = []
-    yield started
-    for item in started:
-        if item.process.poll() is None:
-            item.process.kill()
-            item.process.wait()
-
-
 def get(url: str, token: str | None = None) -> tuple[int, bytes]:
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
@@ -300,7 +241,7 @@ def healthcheck_command() -> list[str]:
 
 
 def test_entrypoint_migrates_serves_and_stops_cleanly(
-    image_root: Path, database_url: str, tmp_path: Path, running: list[Running]
+    image_root: Path, database_url: str, tmp_path: Path
 ) -> None:
     config = write_config(tmp_path / "monitor.toml", database_url)
     env = image_env(
@@ -325,30 +266,27 @@ def test_entrypoint_migrates_serves_and_stops_cleanly(
     )
     assert where.stdout.split() == [str(image_root), str(image_root / "web")], "the image's files, not ours"
 
-    service = Running([str(image_root / "deploy" / "entrypoint.sh")], env, tmp_path)
-    running.append(service)
-    migrated = service.wait_for("database ", READY_TIMEOUT)
-    assert re.search(r"is at schema revision \w+", migrated)
-    url = service.wait_for("READY ", READY_TIMEOUT).split()[1]
+    with Process([str(image_root / "deploy" / "entrypoint.sh")], env=env, cwd=tmp_path) as service:
+        migrated = service.wait_for("database ", READY_TIMEOUT)
+        assert re.search(r"is at schema revision \w+", migrated)
+        url = service.wait_for("READY ", READY_TIMEOUT).split()[1]
 
-    assert get(f"{url}/healthz") == (200, b'{"status":"ok"}')
-    status, page = get(f"{url}/login")
-    assert status == 200 and b"<form" in page, "templates resolve from the image's web/"
-    assert get(f"{url}/static/style.css")[0] == 200
-    assert get(f"{url}/api/v1/servers")[0] == 401, "the API token came from the environment"
-    assert get(f"{url}/api/v1/servers", TOKEN)[0] == 200
-    port = url.rsplit(":", 1)[1]
-    probe = subprocess.run(
-        healthcheck_command(),
-        env=image_env(image_root, DRIFT_MONITOR_PORT=port),
-        capture_output=True,
-        check=False,
-    )
-    assert probe.returncode == 0, probe.stderr
+        assert get(f"{url}/healthz") == (200, b'{"status":"ok"}')
+        status, page = get(f"{url}/login")
+        assert status == 200 and b"<form" in page, "templates resolve from the image's web/"
+        assert get(f"{url}/static/style.css")[0] == 200
+        assert get(f"{url}/api/v1/servers")[0] == 401, "the API token came from the environment"
+        assert get(f"{url}/api/v1/servers", TOKEN)[0] == 200
+        port = url.rsplit(":", 1)[1]
+        probe = subprocess.run(
+            healthcheck_command(),
+            env=image_env(image_root, DRIFT_MONITOR_PORT=port),
+            capture_output=True,
+            check=False,
+        )
+        assert probe.returncode == 0, probe.stderr
 
-    service.process.send_signal(signal.SIGTERM)
-    assert service.process.wait(timeout=30) == 0, service.output
-    service.drain()
+        assert service.stop() == 0, service.output()
     probe = subprocess.run(
         healthcheck_command(),
         env=image_env(image_root, DRIFT_MONITOR_PORT=port),

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine, func, select
+from support import record_poll, tool
 
 from monitor.cli import main
 from monitor.config import ServerConfig
-from monitor.core.fingerprint import CanonicalListing
 from monitor.store import Store, make_engine, migrate, prune_poll_attempts
 from monitor.store.models import (
     Alert,
@@ -68,8 +68,8 @@ def history(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
 
 def tools(read_only: bool) -> list[dict[str, Any]]:
     return [
-        {"name": "search", "description": "Search.", "annotations": {"readOnlyHint": read_only}},
-        {"name": "fetch", "description": "Fetch.", "annotations": {"readOnlyHint": True}},
+        tool("search", description="Search.", read_only=read_only),
+        tool("fetch", description="Fetch.", read_only=True),
     ]
 
 
@@ -90,31 +90,16 @@ def seed(engine: Engine) -> Seeded:
     server_id = store.sync_servers(
         [ServerConfig(name="s", transport="http", url="http://127.0.0.1:9/mcp")], OLD
     )["s"]
-    poll = dict(pages=1, protocol_version="2025-11-25", server_info=None, capabilities={})
     at = OLD
     for i in range(8):  # version 1, then the read-only flip: version 2 with a critical finding
-        store.record_success(
-            server_id,
-            CanonicalListing.of(tools(read_only=i < 4)),
-            started_at=at,
-            finished_at=at,
-            list_changed_advertised=False,
-            **poll,
-        )
+        record_poll(store, server_id, tools(read_only=i < 4), at)
         at += timedelta(minutes=1)
     for _ in range(5):  # three in a row raise server-unreachable: a finding from a failure
         store.record_failure(server_id, "timeout", "no answer", started_at=at, finished_at=at)
         at += timedelta(minutes=1)
     for i in range(3):
         at = RECENT + timedelta(minutes=i)
-        store.record_success(
-            server_id,
-            CanonicalListing.of(tools(read_only=False)),
-            started_at=at,
-            finished_at=at,
-            list_changed_advertised=False,
-            **poll,
-        )
+        record_poll(store, server_id, tools(read_only=False), at)
     store.record_failure(server_id, "connect", "refused", started_at=RECENT, finished_at=RECENT)
     with store.sessions.begin() as session:
         # An attempt recorded late: an old start with a higher id than recent ones, so the batches

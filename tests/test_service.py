@@ -1,94 +1,60 @@
-"""`drift-monitor serve` end to end: real servers, a real webhook receiver, real processes."""
+"""`drift-monitor serve` end to end: real servers, a real webhook receiver, real processes.
+
+What each test asserts is what the service promises, read from its API, its database and the
+webhooks it signs, never how fast it was: a busy machine makes a test slower, not red. (How long a
+change takes to become a webhook is a figure of bench/bench_latency.py.)
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import signal
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from helpers import http_server, server_command
-from receiver import Receiver
+from sqlalchemy import create_engine, func, select
+from support import (
+    WAIT,
+    Receiver,
+    Service,
+    http_server,
+    migrate_config,
+    server_command,
+    serving,
+    tool,
+    wait_until,
+    webhook_secret,
+)
 
 from monitor.core.fingerprint import fingerprint
+from monitor.reporter import SessionReporter
+from monitor.store.models import Snapshot, WebhookDelivery
+
+pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
 KEY = b"service test key"
 SECRET_ENV = "TEST_SERVICE_WEBHOOK_SECRET"
 TOKEN = "service-test-token-0123456789"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def tools(read_only: bool) -> list[dict[str, Any]]:
     return [
-        {
-            "name": "purge_tenant",
-            "description": "Remove a tenant's records.",
-            "inputSchema": {"type": "object", "properties": {"tenant": {"type": "string"}}},
-            "annotations": {"readOnlyHint": read_only},
-        },
-        {"name": "lookup", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
+        tool(
+            "purge_tenant",
+            description="Remove a tenant's records.",
+            input_schema={"type": "object", "properties": {"tenant": {"type": "string"}}},
+            read_only=read_only,
+        ),
+        tool("lookup", read_only=True),
     ]
-
-
-class Service:
-    """A `drift-monitor serve` subprocess; its output is drained by a thread so it never blocks."""
-
-    def __init__(self, config: Path, env: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "monitor.cli", "serve", "--config", str(config), "--port", "0"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-        )
-        self.lines: list[str] = []
-        ready: queue.Queue[str | None] = queue.Queue()
-
-        def pump() -> None:
-            assert self.process.stdout is not None
-            for line in self.process.stdout:
-                self.lines.append(line)
-                if line.startswith("READY "):
-                    ready.put(line.split()[1])
-            ready.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-        url = ready.get(timeout=60)
-        if url is None:
-            raise RuntimeError("serve exited before it was ready:\n" + "".join(self.lines[-30:]))
-        self.url = url
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-        try:
-            return self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait()
-
-    def output(self) -> str:
-        return "".join(self.lines)
-
-
-@contextmanager
-def service(config: Path, env: dict[str, str]) -> Iterator[Service]:
-    running = Service(config, env)
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 def write_config(tmp_path: Path, database_url: str, servers: str, webhook_url: str, **monitor: str) -> Path:
@@ -106,51 +72,25 @@ def write_config(tmp_path: Path, database_url: str, servers: str, webhook_url: s
 
 
 def environment() -> dict[str, str]:
-    return {
-        **os.environ,
-        SECRET_ENV: "whsec_" + __import__("base64").b64encode(KEY).decode(),
-        "TEST_SERVICE_TOKEN": TOKEN,
-    }
+    return {**os.environ, SECRET_ENV: webhook_secret(KEY), "TEST_SERVICE_TOKEN": TOKEN}
 
 
-def migrate(config: Path, env: dict[str, str]) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "monitor.cli", "migrate", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-
-
-def events(receiver: Receiver) -> list[dict[str, Any]]:
-    seen: dict[str, dict[str, Any]] = {}
-    for request in receiver.requests:
-        if request.status is not None and 200 <= request.status < 300 and request.id:
-            assert request.verified, "every delivery is signed"
-            seen.setdefault(request.id, json.loads(request.body))
-    return list(seen.values())
-
-
-def wait_event(receiver: Receiver, predicate: Any, timeout: float = 20.0) -> dict[str, Any]:
-    found: list[dict[str, Any]] = []
-
-    def check(_: Receiver) -> bool:
-        found[:] = [event for event in events(receiver) if predicate(event)]
-        return bool(found)
-
-    assert receiver.wait_for(check, timeout=timeout), (
-        f"no matching webhook within {timeout} s: {events(receiver)}"
-    )
-    return found[0]
+def server_state(service: Service, name: str) -> dict[str, Any]:
+    answer = httpx.get(f"{service.url}/api/v1/servers/{name}", headers=AUTH, timeout=30)
+    assert answer.status_code == 200, answer.text
+    state: dict[str, Any] = answer.json()
+    return state
 
 
 @pytest.mark.parametrize("mode", ["notify", "off"])
 def test_read_only_flip_is_one_signed_alert_then_resolved(
     tmp_path: Path, database_url: str, mode: str
 ) -> None:
+    """A server's purge_tenant loses readOnlyHint, then gets it back. Must hold: one signed
+    `alert.opened` (read-only-revoked, critical), then `alert.resolved` for the same alert, and no
+    second alert; serve stops cleanly on SIGTERM, with no traceback of ours in its log. With
+    `notify`, the change is seen through the list-changed notification: the interval is an hour,
+    so no scheduled poll can explain it, and the server's last notification is after the change."""
     tools_file = tmp_path / "tools.json"
     tools_file.write_text(json.dumps(tools(read_only=True)))
     env = environment()
@@ -161,40 +101,51 @@ def test_read_only_flip_is_one_signed_alert_then_resolved(
         config = write_config(
             tmp_path,
             database_url,
-            # With notifications, a 30 s interval: only a notification explains a change seen in 2 s.
             f'[[servers]]\nname = "tenants"\ntransport = "http"\nurl = "{mcp_url}"\n'
-            f'interval = "{"30s" if mode == "notify" else "2s"}"\n',
+            f'interval = "{"1h" if mode == "notify" else "2s"}"\n',
             receiver.url,
         )
-        migrate(config, env)
-        with service(config, env) as running:
-            api = httpx.Client(base_url=running.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
-            deadline = time.monotonic() + 40
-            while not (server := api.get("/api/v1/servers/tenants").json()).get("current") or (
-                mode == "notify" and not server.get("watching_since")
-            ):
-                assert time.monotonic() < deadline, running.output()
-                time.sleep(0.1)
-            changed_at = time.monotonic()
+        migrate_config(config, env)
+        with serving(config, env) as running:
+            if mode == "notify":  # the first poll now, not at a random point of the hour
+                polled = httpx.post(f"{running.url}/api/v1/servers/tenants/poll", headers=AUTH, timeout=30)
+                assert polled.status_code == 200 and polled.json()["ok"], polled.text
+            wait_until(
+                "a first poll" + (" and a watch session" if mode == "notify" else ""),
+                lambda: (
+                    (state := server_state(running, "tenants")).get("current")
+                    and (mode != "notify" or state.get("watching_since"))
+                ),
+                timeout=WAIT,
+                alive=[running],
+            )
+            changed_at = datetime.now(UTC)
             tools_file.write_text(json.dumps(tools(read_only=False)))
-            opened = wait_event(receiver, lambda e: e["type"] == "alert.opened")
-            latency = time.monotonic() - changed_at
-            print(f"change -> signed webhook ({mode}): {latency:.2f} s")
+            opened = receiver.wait_event(lambda e: e["type"] == "alert.opened", WAIT)
             assert opened["alert"]["rule"] == "read-only-revoked"
             assert opened["alert"]["severity"] == "critical"
             assert [f["rule"] for f in opened["findings"]] == ["read-only-revoked"]
-            assert latency < (2.0 if mode == "notify" else 2.0 + 2.0), "goal: 2 s, or one interval + 2 s"
+            notified = server_state(running, "tenants")["last_notification_at"]
+            if mode == "notify":
+                assert notified and datetime.fromisoformat(notified) >= changed_at, notified
+            else:
+                assert notified is None
 
             tools_file.write_text(json.dumps(tools(read_only=True)))
-            resolved = wait_event(receiver, lambda e: e["type"] == "alert.resolved")
+            resolved = receiver.wait_event(lambda e: e["type"] == "alert.resolved", WAIT)
             assert resolved["alert"]["id"] == opened["alert"]["id"]
-            assert len([e for e in events(receiver) if e["type"] == "alert.opened"]) == 1, "no second alert"
+            opens = [e for e in receiver.events() if e["type"] == "alert.opened"]
+            assert len(opens) == 1, "no second alert"
             assert running.stop() == 0, running.output()
             # The SDK may log its own stream errors while sessions close; none may come from us.
             assert not re.search(r'File "[^"]*/monitor/', running.output()), running.output()
 
 
 def test_stale_session_and_silent_change(tmp_path: Path, database_url: str) -> None:
+    """A server that advertises listChanged but never notifies changes its listing while a host
+    session holds the old one. Must hold: `listing-changed-silently` (high) and `session-stale`
+    (critical, naming the tool the host still treats as read-only) are delivered; the host's
+    heartbeat with the new fingerprint resolves session-stale."""
     tools_file = tmp_path / "tools.json"
     tools_file.write_text(json.dumps(tools(read_only=True)))
     env = environment()
@@ -208,39 +159,38 @@ def test_stale_session_and_silent_change(tmp_path: Path, database_url: str) -> N
             f'[[servers]]\nname = "tenants"\ntransport = "http"\nurl = "{mcp_url}"\ninterval = "1s"\n',
             receiver.url,
         )
-        migrate(config, env)
-        with service(config, env) as running:
-            from monitor.reporter import SessionReporter
-
+        migrate_config(config, env)
+        with serving(config, env) as running:
             reporter = SessionReporter(running.url, token=TOKEN)
-            deadline = time.monotonic() + 20
-            while True:  # watched and confirmed before the change, or silence proves nothing
-                server = httpx.get(
-                    f"{running.url}/api/v1/servers/tenants", headers={"Authorization": f"Bearer {TOKEN}"}
-                ).json()
-                since = server.get("watching_since")
-                if since and server.get("last_success_at") and server["last_success_at"] > since:
-                    break  # a poll confirmed the listing while the watch was up
-                assert time.monotonic() < deadline, running.output()
-                time.sleep(0.1)
+
+            def confirmed_while_watched() -> bool:
+                """Watched and confirmed before the change, or silence proves nothing."""
+                state = server_state(running, "tenants")
+                since, success = state.get("watching_since"), state.get("last_success_at")
+                return bool(since and success and success > since)
+
+            wait_until("a poll while the watch is up", confirmed_while_watched, timeout=WAIT, alive=[running])
             reporter.opened("tenants", "host-1", client="gateway/1", tools=tools(read_only=True))
             tools_file.write_text(json.dumps(tools(read_only=False)))
-            silent = wait_event(receiver, lambda e: e["alert"]["rule"] == "listing-changed-silently")
+            silent = receiver.wait_event(lambda e: e["alert"]["rule"] == "listing-changed-silently", WAIT)
             assert silent["alert"]["severity"] == "high"
-            stale = wait_event(receiver, lambda e: e["alert"]["rule"] == "session-stale")
+            stale = receiver.wait_event(lambda e: e["alert"]["rule"] == "session-stale", WAIT)
             assert stale["alert"]["severity"] == "critical"
             assert "still treats purge_tenant as read-only" in stale["alert"]["message"]
             reporter.heartbeat("tenants", "host-1", fingerprint=fingerprint(tools(read_only=False)))
-            wait_event(
-                receiver, lambda e: e["type"] == "alert.resolved" and e["alert"]["rule"] == "session-stale"
+            receiver.wait_event(
+                lambda e: e["type"] == "alert.resolved" and e["alert"]["rule"] == "session-stale", WAIT
             )
 
 
 def test_delivery_survives_sigkill(tmp_path: Path, database_url: str) -> None:
+    """An alert's webhook is tried against a receiver that is down, then serve is SIGKILLed. Must
+    hold: a new serve delivers it once the receiver is back, exactly once."""
     tools_file = tmp_path / "tools.json"
     tools_file.write_text(json.dumps(tools(read_only=True)))
     env = environment()
     receiver = Receiver(KEY).start()
+    engine = create_engine(database_url)
     try:
         receiver.stop()  # the receiver is down: deliveries stay pending in the outbox
         with http_server("fastmcp_server.py", str(tools_file), "--list-changed", "notify") as mcp_url:
@@ -250,55 +200,44 @@ def test_delivery_survives_sigkill(tmp_path: Path, database_url: str) -> None:
                 f'[[servers]]\nname = "tenants"\ntransport = "http"\nurl = "{mcp_url}"\n',
                 receiver.url,
             )
-            migrate(config, env)
-            first = Service(config, env)
-            try:
-                from sqlalchemy import create_engine, func, select
+            migrate_config(config, env)
+            with serving(config, env) as first:
 
-                from monitor.store.models import WebhookDelivery
-
-                engine = create_engine(database_url)
-                deadline = time.monotonic() + 20
-                while True:
+                def count(sql: Any) -> int:
                     with engine.connect() as connection:
-                        snapshots = connection.exec_driver_sql("select count(*) from snapshots").scalar()
-                    if snapshots:
-                        break
-                    assert time.monotonic() < deadline, first.output()
-                    time.sleep(0.1)
+                        return int(connection.scalar(sql) or 0)
+
+                wait_until(
+                    "a first snapshot",
+                    lambda: count(select(func.count()).select_from(Snapshot)),
+                    timeout=WAIT,
+                    alive=[first],
+                )
                 tools_file.write_text(json.dumps(tools(read_only=False)))
-                deadline = time.monotonic() + 20
-                while True:
-                    with engine.connect() as connection:
-                        attempted = connection.scalar(
-                            select(func.count())
-                            .select_from(WebhookDelivery)
-                            .where(WebhookDelivery.attempts > 0, WebhookDelivery.lease_owner.is_(None))
-                        )
-                    if attempted:  # enqueued, tried against the dead receiver, still pending
-                        break
-                    assert time.monotonic() < deadline, first.output()
-                    time.sleep(0.1)
-                engine.dispose()
-            finally:
-                first.stop(signal.SIGKILL)
+                tried = (
+                    select(func.count())
+                    .select_from(WebhookDelivery)
+                    .where(WebhookDelivery.attempts > 0, WebhookDelivery.lease_owner.is_(None))
+                )
+                # Enqueued, tried against the dead receiver, still pending.
+                wait_until("a failed delivery attempt", lambda: count(tried), timeout=WAIT, alive=[first])
+                assert first.kill() == -signal.SIGKILL
             receiver.start()
-            with service(config, env) as second:
+            with serving(config, env) as second:
                 # A kill that lands mid-attempt leaves a lease (60 s) for the new process to wait out.
-                opened = wait_event(receiver, lambda e: e["type"] == "alert.opened", timeout=90)
+                opened = receiver.wait_event(lambda e: e["type"] == "alert.opened", 60 + WAIT)
                 assert opened["alert"]["rule"] == "read-only-revoked"
-                assert second.stop() == 0
+                assert second.stop() == 0, second.output()
             answered = [r.id for r in receiver.requests if r.status is not None and 200 <= r.status < 300]
             assert len(answered) == len(set(answered)) == 1, "delivered exactly once"
     finally:
+        engine.dispose()
         receiver.stop()
 
 
 def test_poll_opens_alerts_and_queues_what_serve_delivers_once(tmp_path: Path, database_url: str) -> None:
     """`drift-monitor poll` (from cron, say) takes the same path from finding to alert as `serve`."""
-    from sqlalchemy import create_engine, select
-
-    from monitor.store.models import Alert, WebhookDelivery
+    from monitor.store.models import Alert
 
     tools_file = tmp_path / "tools.json"
     tools_file.write_text(json.dumps(tools(read_only=True)))
@@ -312,7 +251,7 @@ def test_poll_opens_alerts_and_queues_what_serve_delivers_once(tmp_path: Path, d
             f"args = {json.dumps(args)}\n",
             receiver.url,
         )
-        migrate(config, env)
+        migrate_config(config, env)
         poll = [sys.executable, "-m", "monitor.cli", "poll", "--config", str(config)]
         first = subprocess.run(poll, capture_output=True, text=True, env=env, check=False)
         assert first.returncode == 0, first.stderr
@@ -332,8 +271,8 @@ def test_poll_opens_alerts_and_queues_what_serve_delivers_once(tmp_path: Path, d
             assert [(alert_id, state) for _, alert_id, state in queued] == [(alerts[0].id, "pending")]
             assert receiver.requests == [], "poll queues; it does not deliver"
 
-            with service(config, env) as running:
-                assert receiver.wait_delivered(1, timeout=60), running.output()
+            with serving(config, env) as running:
+                assert receiver.wait_delivered(1, timeout=WAIT), running.output()
                 assert running.stop() == 0
             with engine.connect() as connection:
                 states = connection.execute(select(WebhookDelivery.id, WebhookDelivery.state)).all()

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
+from support import record_poll, tool
 
 from monitor.config import ServerConfig
 from monitor.core.findings import Severity
-from monitor.core.fingerprint import CanonicalListing, fingerprint
+from monitor.core.fingerprint import fingerprint
 from monitor.notify.alerts import Alerting
 from monitor.notify.sessions import (
     SessionError,
@@ -29,28 +30,7 @@ GRACE = timedelta(minutes=5)
 
 
 def tools(read_only: bool) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": "purge_tenant",
-            "inputSchema": {"type": "object"},
-            "annotations": {"readOnlyHint": read_only},
-        },
-        {"name": "lookup", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
-    ]
-
-
-def record(store: Store, server_id: int, listing: list[dict[str, Any]], at: datetime) -> None:
-    store.record_success(
-        server_id,
-        CanonicalListing.of(listing),
-        started_at=at,
-        finished_at=at,
-        pages=1,
-        protocol_version="2025-11-25",
-        server_info=None,
-        capabilities={},
-        list_changed_advertised=False,
-    )
+    return [tool("purge_tenant", read_only=read_only), tool("lookup", read_only=True)]
 
 
 def check(store: Store, alerting: Alerting, now: datetime, max_age: timedelta = timedelta(hours=8)) -> None:
@@ -79,7 +59,7 @@ def test_stale_session_raises_the_worst_missed_change_and_resolves_on_catch_up(
     setup: tuple[Store, Alerting, int],
 ) -> None:
     store, alerting, server_id = setup
-    record(store, server_id, tools(read_only=True), T0)
+    record_poll(store, server_id, tools(read_only=True), T0)
     with store.sessions.begin() as session:
         register_session(
             session,
@@ -91,7 +71,7 @@ def test_stale_session_raises_the_worst_missed_change_and_resolves_on_catch_up(
             tools=tools(read_only=True),
             now=T0,
         )
-    record(store, server_id, tools(read_only=False), T0 + timedelta(minutes=1))
+    record_poll(store, server_id, tools(read_only=False), T0 + timedelta(minutes=1))
 
     check(store, alerting, T0 + timedelta(minutes=3))
     assert [a.rule for a in open_alerts(store)] == [], "within the grace period"
@@ -123,7 +103,7 @@ def test_stale_session_raises_the_worst_missed_change_and_resolves_on_catch_up(
 
 def test_unknown_listing_long_lived_close_and_expiry(setup: tuple[Store, Alerting, int]) -> None:
     store, alerting, server_id = setup
-    record(store, server_id, tools(read_only=True), T0)
+    record_poll(store, server_id, tools(read_only=True), T0)
     with store.sessions.begin() as session:
         register_session(
             session,

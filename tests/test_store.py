@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from helpers import http_server
 from sqlalchemy import Engine, func, select
+from support import http_server, record_poll, tool
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
@@ -32,13 +32,13 @@ from monitor.store.models import (
 
 def make_tools(count: int) -> list[dict[str, Any]]:
     return [
-        {
-            "name": f"tool_{i:03d}",
-            "description": f"Tool number {i}.",
-            "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
-            "annotations": {"readOnlyHint": True, "x-unknown-hint": i},
-            "x-vendor": {"rev": 1},
-        }
+        tool(
+            f"tool_{i:03d}",
+            description=f"Tool number {i}.",
+            input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
+            annotations={"readOnlyHint": True, "x-unknown-hint": i},
+            **{"x-vendor": {"rev": 1}},
+        )
         for i in range(count)
     ]
 
@@ -174,23 +174,9 @@ def test_unreachable_after_three_failures_then_recovery(store: Store, engine: En
 
 def test_unchanged_polls_keep_a_span_and_trim_attempts(store: Store, engine: Engine) -> None:
     server_id = store.sync_servers([http_config("s", "http://127.0.0.1:9/mcp")], datetime.now(UTC))["s"]
-    from monitor.core.fingerprint import CanonicalListing
-
-    listing = CanonicalListing.of(make_tools(5))
     start = datetime(2026, 1, 1, tzinfo=UTC)
     for minute in range(12):
-        at = start + timedelta(minutes=minute)
-        store.record_success(
-            server_id,
-            listing,
-            started_at=at,
-            finished_at=at,
-            pages=1,
-            protocol_version="2025-11-25",
-            server_info=None,
-            capabilities={},
-            list_changed_advertised=False,
-        )
+        record_poll(store, server_id, make_tools(5), start + timedelta(minutes=minute))
     assert count(engine, Snapshot) == 1
     assert count(engine, PollAttempt) == 5, "only the newest attempts_kept successes"
     with store.sessions() as session:
@@ -200,23 +186,10 @@ def test_unchanged_polls_keep_a_span_and_trim_attempts(store: Store, engine: Eng
 
 
 def test_snapshot_in_force_at_a_time(store: Store) -> None:
-    from monitor.core.fingerprint import CanonicalListing
-
     server_id = store.sync_servers([http_config("s", "http://127.0.0.1:9/mcp")], datetime.now(UTC))["s"]
-    listings = [CanonicalListing.of(make_tools(n)) for n in (1, 2, 1)]
     times = [datetime(2026, 1, 1, 14, m, tzinfo=UTC) for m in (0, 10, 20)]
-    for listing, at in zip(listings, times, strict=True):
-        store.record_success(
-            server_id,
-            listing,
-            started_at=at,
-            finished_at=at,
-            pages=1,
-            protocol_version="2025-11-25",
-            server_info=None,
-            capabilities={},
-            list_changed_advertised=False,
-        )
+    for size, at in zip((1, 2, 1), times, strict=True):
+        record_poll(store, server_id, make_tools(size), at)
     assert store.snapshot_at(server_id, datetime(2026, 1, 1, 13, 59, tzinfo=UTC)) is None
     versions = [
         store.snapshot_at(server_id, datetime(2026, 1, 1, 14, m, s, tzinfo=UTC))
@@ -231,21 +204,11 @@ def test_snapshot_in_force_at_a_time(store: Store) -> None:
 def test_a_failure_mid_poll_leaves_nothing_half_written(
     store: Store, engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from monitor.core.fingerprint import CanonicalListing
     from monitor.store import polls as store_module
 
     server_id = store.sync_servers([http_config("s", "http://127.0.0.1:9/mcp")], datetime.now(UTC))["s"]
     at = datetime(2026, 1, 1, tzinfo=UTC)
-    kwargs: dict[str, Any] = dict(
-        pages=1,
-        protocol_version="2025-11-25",
-        server_info=None,
-        capabilities={},
-        list_changed_advertised=False,
-    )
-    store.record_success(
-        server_id, CanonicalListing.of(make_tools(2)), started_at=at, finished_at=at, **kwargs
-    )
+    record_poll(store, server_id, make_tools(2), at)
     before = {
         m: count(engine, m)
         for m in (ToolDefinition, Listing, ListingTool, Snapshot, FindingRecord, PollAttempt)
@@ -258,6 +221,6 @@ def test_a_failure_mid_poll_leaves_nothing_half_written(
     changed = make_tools(2)
     changed[0]["annotations"]["readOnlyHint"] = False
     with pytest.raises(RuntimeError, match="power cut"):
-        store.record_success(server_id, CanonicalListing.of(changed), started_at=at, finished_at=at, **kwargs)
+        record_poll(store, server_id, changed, at)
     after = {m: count(engine, m) for m in before}
     assert after == before

@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
-from helpers import child_processes, http_server, http_server_process, server_command
+from support import child_processes, http_server, http_server_process, server_command
 
 import monitor.collect.client.watch
 from monitor.collect.client import Limits, PollError, Target, fetch_listing, watch_list_changed
@@ -51,14 +51,8 @@ def edit(path: Path, count: int) -> float:
     return time.perf_counter()
 
 
-@pytest.fixture(autouse=True)
-def no_leaked_processes() -> Iterator[None]:
-    """Every test leaves no new child process behind, and no zombie at all."""
-    before = set(child_processes())
-    yield
-    after = child_processes()
-    assert [pid for pid, state in after.items() if state == "Z"] == []
-    assert set(after) - before == set()
+pytestmark = pytest.mark.usefixtures("no_leaked_processes")
+"""Every test leaves no new child process behind, and no zombie at all."""
 
 
 @pytest.fixture

@@ -21,13 +21,11 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
-from helpers import http_server
-from sqlalchemy import Engine, create_engine, event, func, select, text
+from sqlalchemy import Engine, event, func, select
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.pool import NullPool
+from support import free_port, http_server, tool
 
 from monitor.collect import scheduler as scheduler_module
 from monitor.collect.poller import Job, Poller
@@ -38,20 +36,12 @@ from monitor.store.models import Listing, PollAttempt, Server, Snapshot
 
 PG_URL = os.environ.get("DRIFT_MONITOR_TEST_PG_URL")
 PG_CTL_TIMEOUT = 60.0
-WAIT = 20.0
+WAIT = 60.0
 """Upper bound on any one wait for the system to do something; each wait ends at the event."""
 
 
 def tools(description: str, count: int = 3) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": f"tool{i}",
-            "description": description,
-            "inputSchema": {"type": "object"},
-            "annotations": {"readOnlyHint": True},
-        }
-        for i in range(count)
-    ]
+    return [tool(f"tool{i}", description=description, read_only=True) for i in range(count)]
 
 
 class Watched(Poller):
@@ -108,21 +98,6 @@ class HoldWrite:
             self.release.wait(WAIT)
 
 
-def _cluster() -> list[str] | None:
-    """`[version, name]` of the local cluster serving DRIFT_MONITOR_TEST_PG_URL, if we can control it."""
-    if not PG_URL or shutil.which("pg_ctlcluster") is None or shutil.which("pg_lsclusters") is None:
-        return None
-    parts = urlsplit(PG_URL.replace("+psycopg", ""))
-    if parts.hostname not in ("127.0.0.1", "localhost"):
-        return None
-    listing = subprocess.run(["pg_lsclusters", "--no-header"], capture_output=True, text=True, check=False)
-    for line in listing.stdout.splitlines():
-        fields = line.split()
-        if len(fields) >= 4 and fields[2] == str(parts.port or 5432) and fields[3] == "online":
-            return fields[:2]
-    return None
-
-
 def _pg_ctl(cluster: list[str], action: str) -> subprocess.CompletedProcess[str]:
     command = ["pg_ctlcluster", "--skip-systemctl-redirect", *cluster, action]
     if action == "stop":
@@ -130,49 +105,45 @@ def _pg_ctl(cluster: list[str], action: str) -> subprocess.CompletedProcess[str]
     return subprocess.run(command, capture_output=True, text=True, timeout=PG_CTL_TIMEOUT, check=False)
 
 
-def _online(cluster: list[str]) -> bool:
+def _installed_version() -> str | None:
+    """A PostgreSQL major version whose clusters `pg_createcluster` can make here, if any."""
+    tools = ("pg_createcluster", "pg_ctlcluster", "pg_dropcluster", "pg_lsclusters")
+    if not PG_URL or os.geteuid() != 0 or any(shutil.which(tool) is None for tool in tools):
+        return None
     listing = subprocess.run(["pg_lsclusters", "--no-header"], capture_output=True, text=True, check=False)
-    return any(
-        line.split()[:2] == cluster and "online" in line.split() for line in listing.stdout.splitlines()
+    versions = [line.split()[0] for line in listing.stdout.splitlines() if line.strip()]
+    return versions[0] if versions else None
+
+
+@pytest.fixture
+def pg_cluster() -> Iterator[tuple[list[str], str]]:
+    """A throwaway PostgreSQL cluster of the test's own on a free port, and a URL for it: stopping it
+    disturbs no other test, nor another run of the suite sharing the machine's PostgreSQL. Dropped
+    when the test ends, whatever happened."""
+    version = _installed_version()
+    if version is None:
+        pytest.skip(
+            "needs DRIFT_MONITOR_TEST_PG_URL, root and Debian's pg_createcluster for a cluster to restart"
+        )
+    cluster, port = [version, f"drift_restart_{uuid.uuid4().hex[:8]}"], free_port()
+    created = subprocess.run(
+        ["pg_createcluster", *cluster, "--port", str(port), "--start", "--", "--auth=trust"],
+        capture_output=True,
+        text=True,
+        timeout=PG_CTL_TIMEOUT,
+        check=False,
     )
-
-
-@pytest.fixture
-def pg_cluster() -> Iterator[list[str]]:
-    """The local PostgreSQL cluster, running again when the test ends whatever happened."""
-    cluster = _cluster()
-    if cluster is None:
-        pytest.skip("needs DRIFT_MONITOR_TEST_PG_URL on a local cluster that pg_ctlcluster can restart")
     try:
-        yield cluster
+        assert created.returncode == 0, created.stderr
+        yield cluster, f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
     finally:
-        if not _online(cluster):
-            started = _pg_ctl(cluster, "start")
-            assert started.returncode == 0 and _online(cluster), started.stderr
-
-
-@pytest.fixture
-def pg_schema_url(pg_cluster: list[str]) -> Iterator[str]:
-    """A fresh schema, created and dropped over connections that are never pooled across the restart."""
-    assert PG_URL is not None
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
-    separator = "&" if "?" in PG_URL else "?"
-    try:
-        yield f"{PG_URL}{separator}options=-csearch_path%3D{schema}"
-    finally:
-        if not _online(pg_cluster):
-            _pg_ctl(pg_cluster, "start")
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
+        subprocess.run(
+            ["pg_dropcluster", "--stop", *cluster], capture_output=True, timeout=PG_CTL_TIMEOUT, check=False
+        )
 
 
 async def test_postgresql_restart_while_the_scheduler_polls(
-    pg_cluster: list[str],
-    pg_schema_url: str,
+    pg_cluster: tuple[list[str], str],
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
@@ -190,7 +161,8 @@ async def test_postgresql_restart_while_the_scheduler_polls(
     caplog.set_level(logging.INFO)
     tools_file = tmp_path / "tools.json"
     tools_file.write_text(json.dumps(tools("Steady.")), encoding="utf-8")
-    engine = make_engine(pg_schema_url)
+    cluster, database_url = pg_cluster
+    engine = make_engine(database_url)
     try:
         migrate(engine)
         owner = "restart-test"
@@ -198,7 +170,7 @@ async def test_postgresql_restart_while_the_scheduler_polls(
         store = Store(engine, attempts_kept=1000, hooks=[LeaseRelease(owner), hold])
         with http_server("fastmcp_server.py", str(tools_file)) as url:
             config = Config(
-                monitor=MonitorSettings(database_url=pg_schema_url, poll_interval=0.3, poll_timeout=2.0),
+                monitor=MonitorSettings(database_url=database_url, poll_interval=0.3, poll_timeout=2.0),
                 servers=[ServerConfig(name="steady", transport="http", url=url)],
             )
             poller = Watched(store, config)
@@ -210,13 +182,13 @@ async def test_postgresql_restart_while_the_scheduler_polls(
                 hold.armed.set()
                 await asyncio.wait_for(hold.holding.wait(), WAIT)  # a poll's write is in flight
                 try:
-                    stopped = await asyncio.to_thread(_pg_ctl, pg_cluster, "stop")
+                    stopped = await asyncio.to_thread(_pg_ctl, cluster, "stop")
                     hold.release.set()
                     assert stopped.returncode == 0, stopped.stderr
                     await poller.until("failed write while PostgreSQL is down", lambda: poller.failures)
                 finally:
                     hold.release.set()
-                    started = await asyncio.to_thread(_pg_ctl, pg_cluster, "start")
+                    started = await asyncio.to_thread(_pg_ctl, cluster, "start")
                 assert started.returncode == 0, started.stderr
                 back = time.monotonic()
                 await poller.until(

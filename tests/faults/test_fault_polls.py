@@ -9,15 +9,16 @@ and stored exactly as when alone, without waiting for any fault; no server proce
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from faults.faults_harness import HEALTHY_TOOLS, SERVERS_SCRIPT, refused_url
-from helpers import server_command
 from sqlalchemy import func, select
+from support import faulty_http, http_server, refused_url, server_command, tool
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
@@ -25,11 +26,25 @@ from monitor.core.fingerprint import fingerprint
 from monitor.store import PollOutcome, Store, make_engine, migrate
 from monitor.store.models import Listing, ListingTool, PollAttempt, Server, Snapshot, ToolDefinition
 
+HEALTHY_TOOLS: list[dict[str, Any]] = [
+    tool(
+        "search",
+        description="Search the runbooks.",
+        input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
+        read_only=True,
+    ),
+    tool("page", description="Page the on-call engineer."),
+    tool("ack", description="Acknowledge a page."),
+]
 FAULT_TIMEOUT = 4.0
 HEALTHY_TIMEOUT = 30.0
 """The healthy servers get a generous timeout of their own, so only the fault can explain a delay."""
 SHUTDOWN_ALLOWANCE = 6.0
 """The SDK's bounded stop of a stdio server that ignores stdin EOF and SIGTERM (2 s + 2 s), and slack."""
+ENDS_WITHIN = 3 * (FAULT_TIMEOUT + SHUTDOWN_ALLOWANCE)
+"""A run of faulty polls ends within the deadline plus the bounded stdio shutdown, three times over so
+a busy machine cannot turn the test red; without the deadline it would not end for 100 s (a
+trickle) or ever (a hang). How fast it ends is not the point: that it ends."""
 
 
 @dataclass(frozen=True)
@@ -42,17 +57,34 @@ class Case:
     tools: list[str] = field(default_factory=list)
 
 
+@pytest.fixture(scope="module")
+def faulty_servers() -> Iterator[tuple[str, str]]:
+    """(base URL of faulty_server.py's HTTP modes, URL of its accept-and-never-answer port)."""
+    with faulty_http() as urls:
+        yield urls
+
+
+@pytest.fixture(scope="module")
+def tools_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("healthy") / "tools.json"
+    path.write_text(json.dumps(HEALTHY_TOOLS), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def healthy_http(tools_file: Path) -> Iterator[str]:
+    """A real MCPServer over Streamable HTTP, serving HEALTHY_TOOLS two to a page."""
+    with http_server("fastmcp_server.py", str(tools_file), "--page-size", "2") as url:
+        yield url
+
+
 def stdio(script: str, *args: str) -> dict[str, Any]:
     command, *argv = server_command(script, *args)
     return {"transport": "stdio", "command": command, "args": argv}
 
 
 def faulty(mode: str) -> dict[str, Any]:
-    return {
-        "transport": "stdio",
-        "command": server_command("x")[0],
-        "args": [str(SERVERS_SCRIPT), "stdio", mode],
-    }
+    return stdio("faulty_server.py", "stdio", mode)
 
 
 def cases(base: str, silent: str, healthy_url: str, tools_file: Path) -> list[Case]:
@@ -192,14 +224,14 @@ def cases(base: str, silent: str, healthy_url: str, tools_file: Path) -> list[Ca
 
 
 async def test_faults_are_recorded_errors_and_healthy_servers_are_unaffected(
-    database_url: str, faulty_http: tuple[str, str], healthy_http: str, tools_file: Path
+    database_url: str, faulty_servers: tuple[str, str], healthy_http: str, tools_file: Path
 ) -> None:
     """One poll run of 21 faulty servers and 2 healthy ones. Must hold: each fault is one attempt
     with the expected kind and a one-line message naming what went wrong; no faulty server has a
     snapshot, and no tool a faulty server sent (page 1 before a drop included) is stored; the healthy
     servers' listings are stored exactly, and each is recorded before the fault deadline, i.e. it
     waited for no fault; the run ends within the deadline plus the bounded stdio shutdown."""
-    base, silent = faulty_http
+    base, silent = faulty_servers
     run = cases(base, silent, healthy_http, tools_file)
     engine = make_engine(database_url)
     try:
@@ -210,14 +242,11 @@ async def test_faults_are_recorded_errors_and_healthy_servers_are_unaffected(
             servers=[ServerConfig(name=case.name, **case.server) for case in run],
         )
         poller = Poller(store, config)
-        recorded_at: dict[str, float] = {}
+        recorded: list[PollOutcome] = []
         started = time.monotonic()
 
-        def note(outcome: PollOutcome) -> None:
-            recorded_at[outcome.server] = time.monotonic() - started
-
         try:
-            outcomes = {o.server: o for o in await poller.poll(poller.jobs(), note)}
+            outcomes = {o.server: o for o in await poller.poll(poller.jobs(), recorded.append)}
         finally:
             poller.close()
         elapsed = time.monotonic() - started
@@ -234,9 +263,11 @@ async def test_faults_are_recorded_errors_and_healthy_servers_are_unaffected(
                 assert fragment in outcome.error, (case.name, outcome.error)
             assert "\n" not in outcome.error and len(outcome.error) < 3000, case.name
 
-        for name in ("healthy-http", "healthy-stdio"):
-            assert recorded_at[name] < FAULT_TIMEOUT, (name, recorded_at[name])
-        assert elapsed < FAULT_TIMEOUT + SHUTDOWN_ALLOWANCE, elapsed
+        # Recorded before the first poll that ran into the deadline: they waited for no fault.
+        order = [outcome.server for outcome in recorded]
+        first_timeout = next(i for i, o in enumerate(recorded) if o.error_kind == "timeout")
+        assert {"healthy-http", "healthy-stdio"} <= set(order[:first_timeout]), order
+        assert elapsed < ENDS_WITHIN, elapsed
 
         with store.sessions() as session:
             servers = {s.name: s for s in session.scalars(select(Server))}
@@ -298,12 +329,12 @@ def _listing_id(store: Store, name: str) -> int:
 
 @pytest.mark.parametrize("mode", ["drop-mid-page"])
 async def test_a_fault_after_a_good_version_keeps_that_version(
-    store: Store, faulty_http: tuple[str, str], healthy_http: str, mode: str
+    store: Store, faulty_servers: tuple[str, str], healthy_http: str, mode: str
 ) -> None:
     """A server that answered well once and then drops mid-listing: must hold that its stored version
     stays current and untouched (same listing, poll count 1), the failure is one attempt more, and the
     next good answer is the same version again, not a new one."""
-    base, _ = faulty_http
+    base, _ = faulty_servers
     good = ServerConfig(name="flaky", transport="http", url=healthy_http)
     bad = ServerConfig(name="flaky", transport="http", url=f"{base}/{mode}/mcp")
 
@@ -336,8 +367,8 @@ async def test_a_50mb_stdio_line_is_bounded_and_other_polls_keep_going(
     line-length cap (and joins chunks quadratically), so this keeps the event loop busy for the whole
     poll (healthy polls measured at ~0.07 s alone, up to ~1.1 s during it). Must hold: the poll ends
     as one recorded `timeout` (or `limit`, on a machine fast enough to read it all) within the
-    deadline plus shutdown; nothing is stored for it; and a healthy server polled back to back for as
-    long as it runs is recorded every time, each poll under the deadline."""
+    deadline plus shutdown (ENDS_WITHIN); nothing is stored for it; and a healthy server polled back
+    to back for as long as it runs is recorded every time, more than once while it still runs."""
     config = Config(
         monitor=MonitorSettings(poll_timeout=FAULT_TIMEOUT),
         servers=[
@@ -350,19 +381,19 @@ async def test_a_50mb_stdio_line_is_bounded_and_other_polls_keep_going(
         huge_job, healthy_job = poller.jobs()
         started = time.monotonic()
         hog = asyncio.ensure_future(poller.poll_one(huge_job))
-        healthy_polls: list[float] = []
-        while not hog.done() and len(healthy_polls) < 100:
-            began = time.monotonic()
+        healthy_polls = while_running = 0
+        while not hog.done() and healthy_polls < 100:
             outcome = await poller.poll_one(healthy_job)
             assert outcome.ok, outcome.error
-            healthy_polls.append(time.monotonic() - began)
+            healthy_polls += 1
+            while_running += not hog.done()
         failed = await hog
         elapsed = time.monotonic() - started
     finally:
         poller.close()
     assert not failed.ok and failed.error_kind in ("timeout", "limit"), failed.error
-    assert elapsed < FAULT_TIMEOUT + SHUTDOWN_ALLOWANCE
-    assert len(healthy_polls) >= 2 and max(healthy_polls) < FAULT_TIMEOUT, healthy_polls
+    assert elapsed < ENDS_WITHIN, elapsed
+    assert while_running >= 2, (while_running, healthy_polls)
     with store.sessions() as session:
         counts = dict(
             session.execute(

@@ -3,22 +3,20 @@
 What must hold: each failed attempt is recorded (status or error) and retried with the same
 `webhook-id`, honouring Retry-After; every delivery ends delivered exactly once per webhook-id as the
 receiver counts them; a receiver that hangs or hangs up holds up only its own delivery; every
-request carries a signature that an independent check (tests/receiver.py) accepts.
+request carries a signature that an independent check (tests/support/receiver.py) accepts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
 
 import pytest
-from receiver import Receiver, Reply, Request, verify
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
+from support import Receiver, Reply, Request, verify, webhook_secret
 
 from monitor.config import WebhookConfig
 from monitor.notify.delivery import Deliverer
@@ -27,11 +25,13 @@ from monitor.store.models import DeliveryAttempt, WebhookDelivery
 
 SECRET_ENV = "FAULTS_WEBHOOK_SECRET"
 KEY = b"fault-suite signing key, 32 byte"
-SECRET = "whsec_" + base64.b64encode(KEY).decode()
+SECRET = webhook_secret(KEY)
 HANG_UP = Reply(status=0)
 """Read the request, then close the connection without answering."""
-SEND_TIMEOUT = 1.0
-WAIT = 20.0
+SEND_TIMEOUT = 3.0
+"""Long next to a loopback send (milliseconds), so what finishes before a hanging send times out
+does so on a busy machine too."""
+WAIT = 30.0
 
 
 class HangingUpReceiver(Receiver):
@@ -92,8 +92,8 @@ async def test_failing_receivers_are_retried_until_delivered_once(
     one that reads the body and hangs up, and a healthy one; two deliveries each, all due at once.
     Must hold: all ten are delivered, each id answered 2xx exactly once; the attempts table has every
     failure with its status or error, in order; the 429 retry waits at least its Retry-After; the
-    healthy receiver's deliveries, and the second delivery to each failing receiver, are not held
-    behind the hanging send (they finish before its timeout)."""
+    healthy receiver's deliveries, and the second delivery to the hanging receiver, are not held
+    behind the hanging send (the deliverer's own records show them finished before it timed out)."""
     hooks = [WebhookConfig(name=name, url=r.url, secret_env=SECRET_ENV) for name, r in receivers.items()]
     deliverer = Deliverer(
         engine, hooks, timeout=SEND_TIMEOUT, backoff_base=0.05, backoff_cap=2.0, idle_poll=0.2
@@ -103,7 +103,6 @@ async def test_failing_receivers_are_retried_until_delivered_once(
     ids: dict[str, list[str]] = {}
     try:
         sessions = sessionmaker(engine, expire_on_commit=False)
-        started = time.monotonic()
         with sessions() as session, session.begin():
             for hook in hooks:
                 ids[hook.name] = [
@@ -111,15 +110,12 @@ async def test_failing_receivers_are_retried_until_delivered_once(
                     for n in range(2)
                 ]
             wake_after_commit(session, deliverer.notify)
-        assert await asyncio.to_thread(receivers["healthy"].wait_delivered, 2, WAIT)
-        healthy_done = time.monotonic() - started
         for name, receiver in receivers.items():
             assert await asyncio.to_thread(receiver.wait_delivered, 2, WAIT), (name, receiver.requests)
     finally:
         stop.set()
         await task
 
-    assert healthy_done < SEND_TIMEOUT, healthy_done
     for name, receiver in receivers.items():
         assert receiver.delivered == dict.fromkeys(ids[name], 1), name
         assert {r.id for r in receiver.requests} == set(ids[name]), name
@@ -158,9 +154,12 @@ async def test_failing_receivers_are_retried_until_delivered_once(
             assert gap.total_seconds() >= 1.0, ("Retry-After: 1 not honoured", gap)
         if name == "hanging":
             assert first.latency_ms >= SEND_TIMEOUT * 1000 * 0.9
-            assert finished(tried[through][0]) < first.attempted_at.timestamp() + SEND_TIMEOUT, (
+            timed_out = finished(first)
+            assert finished(tried[through][0]) < timed_out, (
                 "the second delivery to a hanging receiver waited for the first"
             )
+            healthy = [finished(tried[i][0]) for i in ids["healthy"]]
+            assert max(healthy) < timed_out, "the healthy receiver's deliveries waited for the hanging send"
     # The hung-up body reached the receiver, and so did its repeat, under the same webhook-id:
     # a receiver that processed it before crashing can drop the repeat.
     seen = [r.id or "" for r in receivers["hangs-up"].requests]

@@ -1,18 +1,10 @@
-"""Fixtures for the security suite."""
+"""The security suite: every test is checked for leaked child processes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from helpers import child_processes
 
 
 @pytest.fixture(autouse=True)
-def no_leaked_processes() -> Iterator[None]:
+def no_leaked_processes(no_leaked_processes: None) -> None:
     """No test leaves a server or service process behind, nor a zombie."""
-    before = set(child_processes())
-    yield
-    after = child_processes()
-    assert [pid for pid, state in after.items() if state == "Z"] == []
-    assert set(after) - before == set()

@@ -1,84 +1,18 @@
-"""Shared by the security tests: a `drift-monitor serve` subprocess, sign-in, and walking every route."""
+"""Shared by the security tests: walking every route, auditing pages for hostile markup, CSRF tokens.
+
+(`drift-monitor serve` itself runs through tests/support, as everywhere else.)
+"""
 
 from __future__ import annotations
 
-import queue
 import re
-import signal
-import subprocess
-import sys
-import threading
 from html.parser import HTMLParser
-from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
 from starlette.routing import Mount
 
-READY_TIMEOUT = 60.0
 INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\U000e0000-\U000e007f]")
-
-
-class Service:
-    """A `drift-monitor serve` subprocess; stdout and stderr (its logs) are kept, drained by a thread."""
-
-    def __init__(self, config: Path, env: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "monitor.cli", "serve", "--config", str(config), "--port", "0"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-        )
-        self.lines: list[str] = []
-        ready: queue.Queue[str | None] = queue.Queue()
-
-        def pump() -> None:
-            assert self.process.stdout is not None
-            for line in self.process.stdout:
-                self.lines.append(line)
-                if line.startswith("READY "):
-                    ready.put(line.split()[1])
-            ready.put(None)
-
-        self._pump = threading.Thread(target=pump, daemon=True)
-        self._pump.start()
-        try:
-            url = ready.get(timeout=READY_TIMEOUT)
-        except queue.Empty:
-            self.stop()
-            raise RuntimeError("serve printed no READY line") from None
-        if url is None:
-            raise RuntimeError("serve exited before it was ready:\n" + "".join(self.lines[-30:]))
-        self.url = url
-
-    def stop(self) -> int:
-        """SIGTERM, as an operator would; SIGKILL only if it does not stop in time."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            code = self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            code = self.process.wait()
-        self._pump.join(timeout=10)
-        return code
-
-    def output(self) -> str:
-        return "".join(self.lines)
-
-
-def migrate(config: Path, env: dict[str, str]) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "monitor.cli", "migrate", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
 
 
 def api_operations(schema: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:

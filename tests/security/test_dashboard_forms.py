@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,10 +21,9 @@ from urllib.parse import quote
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from faults.faults_harness import SERVERS_SCRIPT, ReadyProcess
-from helpers import server_command
 from security.security_harness import app_routes, audit, form_csrf_token
 from sqlalchemy import select
+from support import faulty_http, server_command
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
@@ -85,9 +83,7 @@ def world(store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
     tools_file = tmp_path / "tools.json"
     tools_file.write_text(json.dumps(hostile_tools(1)), encoding="utf-8")
     command, *args = server_command("fastmcp_server.py", str(tools_file))
-    faulty = ReadyProcess([sys.executable, str(SERVERS_SCRIPT), "http"])
-    try:
-        base, _ = faulty.line
+    with faulty_http() as (base, _):
         config = Config(
             monitor=MonitorSettings(api_token_env=TOKEN_ENV, poll_timeout=20.0, alert_min_severity="high"),
             servers=[
@@ -112,8 +108,6 @@ def world(store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
             asyncio.run(polls())
         finally:
             poller.close()
-    finally:
-        faulty.stop()
     app = create_app(store, config)
     with TestClient(app) as client:
         report = client.post(

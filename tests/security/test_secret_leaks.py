@@ -11,21 +11,19 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
 import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
-from helpers import SERVERS, http_server
-from receiver import Receiver
-from security.security_harness import Service, api_operations, fill_path, form_csrf_token, migrate
+from security.security_harness import api_operations, fill_path, form_csrf_token
+from support import SERVERS, Receiver, Service, free_port, http_server, migrate_config, webhook_secret
 
 KEY = b"security-suite webhook key 0042"
 SECRETS = {
     "SEC_API_TOKEN": "sec-api-token-4b1f0d9a7c",
-    "SEC_WEBHOOK_SECRET": "whsec_" + base64.b64encode(KEY).decode(),
+    "SEC_WEBHOOK_SECRET": webhook_secret(KEY),
     "SEC_CONFIG_TOKEN": "cfg-header-secret-91d0e3",
     "SEC_URL_TOKEN": "url-query-secret-3e8f5a",
     "SEC_STDIO_TOKEN": "stdio-env-secret-c4d2b8",
@@ -44,12 +42,6 @@ def forms_of_secrets() -> dict[str, str]:
     for header, value in API_HEADERS.items():
         found[f"API header {header}"] = value.removeprefix("Bearer ")
     return found
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def write_config(tmp_path: Path, database: Path, config_url: str, webhook_url: str) -> Path:
@@ -79,7 +71,7 @@ env = {{ DRIFT_TEST_SECRET = "${{SEC_STDIO_TOKEN}}" }}
 [[servers]]
 name = "refused-path"
 transport = "http"
-url = "http://127.0.0.1:{closed_port()}/${{SEC_PATH_TOKEN}}/mcp"
+url = "http://127.0.0.1:{free_port()}/${{SEC_PATH_TOKEN}}/mcp"
 
 [[webhooks]]
 name = "ops"
@@ -123,9 +115,10 @@ def test_no_secret_reaches_answers_pages_logs_webhooks_or_the_database(tmp_path:
         ) as api_url,
     ):
         config = write_config(tmp_path, database, config_url, receiver.url)
-        migrate(config, env)
+        migrate_config(config, env)
         service = Service(config, env)
         try:
+            service.wait_ready()
             with httpx.Client(base_url=service.url, timeout=30.0) as client:
                 created = keep(
                     client.post(

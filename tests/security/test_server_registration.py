@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from helpers import http_server, server_command
 from sqlalchemy import func, select
+from support import http_server, server_command
 
 from monitor.collect.client import Limits, PollError, Target, fetch_listing
 from monitor.collect.client import http as client_http

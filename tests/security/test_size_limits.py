@@ -9,16 +9,13 @@ twice `max_listing_bytes`, so a huge one is never buffered whole.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from faults.faults_harness import SERVERS_SCRIPT, ReadyProcess
-from helpers import http_server, server_command
 from sqlalchemy import func, select
+from support import faulty_http, http_server, server_command, tool
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
@@ -32,16 +29,6 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 LIMIT = 64 * 1024
 
 
-@contextmanager
-def faulty_http() -> Iterator[str]:
-    """tests/faults/servers.py over HTTP (for its 50 MB answer); yields its base URL."""
-    server = ReadyProcess([sys.executable, str(SERVERS_SCRIPT), "http"])
-    try:
-        yield server.line[0]
-    finally:
-        server.stop()
-
-
 @pytest.fixture
 def client(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
@@ -51,10 +38,7 @@ def client(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient
 
 
 def session_report(tool_count: int) -> dict[str, object]:
-    tools = [
-        {"name": f"t{i}", "description": "d" * 200, "inputSchema": {"type": "object"}}
-        for i in range(tool_count)
-    ]
+    tools = [tool(f"t{i}", description="d" * 200) for i in range(tool_count)]
     return {"server": "s", "session_id": "a", "connected_at": "2026-03-01T12:00:00Z", "tools": tools}
 
 
@@ -110,7 +94,7 @@ def test_dashboard_forms_have_their_own_smaller_cap(client: TestClient) -> None:
 def big_listing_file(tmp_path: Path) -> Path:
     path = tmp_path / "tools.json"
     path.write_text(
-        json.dumps([{"name": f"tool{i}", "inputSchema": {"type": "object"}} for i in range(12)]),
+        json.dumps([tool(f"tool{i}") for i in range(12)]),
         encoding="utf-8",
     )
     return path
@@ -125,7 +109,7 @@ async def test_listing_limits_hold_through_the_poller(store: Store, big_listing_
     endless, *endless_args = server_command("hostile_server.py", "endless-cursor")
     with (
         http_server("fastmcp_server.py", str(big_listing_file), "--page-size", "3") as many_tools,
-        faulty_http() as base,
+        faulty_http() as (base, _),
     ):
         config = Config(
             monitor=MonitorSettings(

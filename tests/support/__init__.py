@@ -1,1 +1,52 @@
-"""Helpers shared by the test suites."""
+"""What the tests (and the benchmarks) share: processes, servers, the fleet, `serve`, a webhook
+receiver, tool definitions and recorded polls. tests/conftest.py puts the tests folder on sys.path,
+so `from support import ...` works in every test module; no test module imports another."""
+
+from support.databases import postgres_schema
+from support.fleet import Fleet, fleet
+from support.polls import record_poll
+from support.processes import WAIT, Process, ProcessError, child_processes, no_leaked_children, wait_until
+from support.receiver import Receiver, Reply, Request, verify, webhook_secret
+from support.servers import (
+    SERVERS,
+    faulty_http,
+    free_port,
+    http_server,
+    http_server_command,
+    http_server_process,
+    refused_url,
+    server_command,
+)
+from support.service import Service, cli, migrate_config, serving
+from support.tools import tool
+
+__all__ = [
+    "SERVERS",
+    "WAIT",
+    "Fleet",
+    "Process",
+    "ProcessError",
+    "Receiver",
+    "Reply",
+    "Request",
+    "Service",
+    "child_processes",
+    "cli",
+    "faulty_http",
+    "fleet",
+    "free_port",
+    "http_server",
+    "http_server_command",
+    "http_server_process",
+    "migrate_config",
+    "no_leaked_children",
+    "postgres_schema",
+    "record_poll",
+    "refused_url",
+    "server_command",
+    "serving",
+    "tool",
+    "verify",
+    "wait_until",
+    "webhook_secret",
+]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import threading
 import time
 from collections import Counter, deque
@@ -17,9 +18,16 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from support.processes import WAIT
+
 TOLERANCE = 300
 HANG_LIMIT = 20.0
 """A hanging handler gives up after this long even if the test never releases it."""
+
+
+def webhook_secret(key: bytes) -> str:
+    """The `whsec_...` form of a signing key, as an operator puts it in the secret's variable."""
+    return "whsec_" + base64.b64encode(key).decode()
 
 
 def verify(key: bytes, headers: Any, body: bytes) -> bool:
@@ -117,15 +125,38 @@ class Receiver:
     def release(self) -> None:
         self._release.set()
 
-    def wait_for(self, predicate: Any, timeout: float = 10.0) -> bool:
+    def wait_for(self, predicate: Any, timeout: float = WAIT) -> bool:
         with self._changed:
             return bool(self._changed.wait_for(lambda: predicate(self), timeout))
 
-    def wait_delivered(self, count: int, timeout: float = 10.0) -> bool:
+    def wait_delivered(self, count: int, timeout: float = WAIT) -> bool:
         return self.wait_for(lambda r: sum(r.delivered.values()) >= count, timeout)
 
-    def wait_received(self, count: int, timeout: float = 10.0) -> bool:
+    def wait_received(self, count: int, timeout: float = WAIT) -> bool:
         return self.wait_for(lambda r: len(r.requests) >= count, timeout)
+
+    def events(self) -> list[dict[str, Any]]:
+        """The bodies of the webhooks answered with a 2xx, once per webhook-id, in arrival order;
+        every one must have passed the signature check."""
+        seen: dict[str, dict[str, Any]] = {}
+        with self._changed:
+            requests = list(self.requests)
+        for request in requests:
+            if request.status is not None and 200 <= request.status < 300 and request.id:
+                assert request.verified, "every delivery is signed"
+                seen.setdefault(request.id, json.loads(request.body))
+        return list(seen.values())
+
+    def wait_event(self, predicate: Any, timeout: float = WAIT) -> dict[str, Any]:
+        """The first delivered event matching `predicate`, waiting for it if need be."""
+        found: list[dict[str, Any]] = []
+
+        def arrived(_: Receiver) -> bool:
+            found[:] = [event for event in self.events() if predicate(event)]
+            return bool(found)
+
+        assert self.wait_for(arrived, timeout), f"no matching webhook within {timeout:g} s: {self.events()}"
+        return found[0]
 
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
         body = handler.rfile.read(int(handler.headers.get("content-length", "0")))

@@ -1,7 +1,7 @@
 """Hostile MCP servers at the byte level, for the fault-injection suite.
 
-    python tests/faults/servers.py http [--huge-bytes N]
-    python tests/faults/servers.py stdio MODE [--huge-bytes N]
+    python tests/servers/faulty_server.py http [--huge-bytes N]
+    python tests/servers/faulty_server.py stdio MODE [--huge-bytes N]
 
 `http` serves every HTTP mode from one process, at `/<mode>/mcp` on one port, and also listens on a
 second port where it accepts connections and then never reads or answers them. It prints
