@@ -121,7 +121,7 @@ def test_shipped_examples() -> None:
 
 
 def test_rules_doc_is_generated_from_the_catalog() -> None:
-    from monitor.cli import rules_markdown
+    from monitor.cli.offline import rules_markdown
 
     doc = (EXAMPLES.parent / "rules.md").read_text(encoding="utf-8")
     assert doc == rules_markdown(), "regenerate: drift-monitor rules --format markdown > docs/rules.md"

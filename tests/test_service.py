@@ -259,6 +259,10 @@ def test_poll_opens_alerts_and_queues_what_serve_delivers_once(tmp_path: Path, d
         second = subprocess.run(poll, capture_output=True, text=True, env=env, check=False)
         assert second.returncode == 0, second.stderr
         assert "read-only-revoked" in second.stdout
+        assert "open alerts: none" in first.stdout
+        assert re.search(
+            r"open alerts: 1\n  #\d+ CRITICAL +read-only-revoked +tenants: purge_tenant", second.stdout
+        )
 
         engine = create_engine(database_url)
         try:

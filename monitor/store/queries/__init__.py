@@ -6,7 +6,13 @@ by resource: servers, a server's history (versions, listings, diffs, tool histor
 alerts and the metrics counts.
 """
 
-from monitor.store.queries.alerts import alert_state_counts, find_alert, list_alerts, open_alert_counts
+from monitor.store.queries.alerts import (
+    alert_state_counts,
+    find_alert,
+    list_alerts,
+    open_alert_counts,
+    unresolved_alerts,
+)
 from monitor.store.queries.changes import list_changes
 from monitor.store.queries.history import (
     DiffView,
@@ -61,5 +67,6 @@ __all__ = [
     "snapshot_at",
     "snapshot_listing",
     "tool_history",
+    "unresolved_alerts",
     "version_summaries",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -58,6 +58,17 @@ def list_alerts(
         query = query.where(Alert.id == alert_id)
     query = query.order_by(Alert.id.desc()).limit(limit)
     return [AlertRecord.model_validate(row) for row in session.execute(query)]
+
+
+def unresolved_alerts(session: Session, server_ids: Sequence[int]) -> list[AlertRecord]:
+    """The open and acknowledged alerts of these servers, worst first, then newest."""
+    rows = [
+        alert
+        for server_id in server_ids
+        for state in AlertState.unresolved()
+        for alert in list_alerts(session, state=state, server_id=server_id, limit=100)
+    ]
+    return sorted(rows, key=lambda alert: (-alert.severity.rank, -alert.id))
 
 
 def find_alert(session: Session, alert_id: int) -> AlertRecord | None:
