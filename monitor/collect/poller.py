@@ -15,12 +15,15 @@ from datetime import UTC, datetime, timedelta
 from typing import ParamSpec
 
 from monitor.collect.client import Limits, PollError, Target, fetch_listing
+from monitor.collect.client.clients import HttpClients
+from monitor.collect.recorder import GroupCommit
 from monitor.collect.targets import limits_for, target_for
 from monitor.config import Config
 from monitor.core.fingerprint import META_KEY, CanonicalListing
 from monitor.core.listing import ListingError, validate_tools
 from monitor.core.states import PollErrorKind
 from monitor.store import PollOutcome, Store
+from monitor.store.polls import SuccessfulPoll
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,9 @@ class Poller:
         self.store = store
         self.config = config
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drift-monitor-store")
+        self.batches = GroupCommit(store, self.writer)
+        self.clients: HttpClients | None = None
+        """Kept HTTP clients (a long-running `serve` sets them); None: each poll makes its own."""
 
     def close(self) -> None:
         self.writer.shutdown(wait=True)
@@ -72,7 +78,7 @@ class Poller:
         started = datetime.now(UTC)
         clock = time.perf_counter()
         try:
-            fetched = await fetch_listing(job.target, job.limits)
+            fetched = await fetch_listing(job.target, job.limits, self.clients)
             listing = CanonicalListing.of(validate_tools(fetched.tools))
         except PollError as exc:
             return await self._failure(job, exc.kind, exc.message, started, clock)
@@ -80,8 +86,7 @@ class Poller:
             message = str(exc) if isinstance(exc, ListingError) else "listing is nested too deeply"
             return await self._failure(job, PollErrorKind.MALFORMED, message, started, clock)
         metas = {tool["name"]: tool[META_KEY] for tool in fetched.tools if META_KEY in tool}
-        return await self._write(
-            self.store.record_success,
+        poll = SuccessfulPoll(
             job.server_id,
             listing,
             started_at=started,
@@ -93,6 +98,8 @@ class Poller:
             list_changed_advertised=fetched.list_changed_advertised,
             metas=metas,
         )
+        # The common case, an unchanged listing, commits with others; a new version on its own.
+        return await self.batches.record(poll) or await self._write(self.store.record, poll)
 
     async def _failure(
         self, job: Job, kind: PollErrorKind, message: str, started: datetime, clock: float

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Dialect,
@@ -213,6 +214,27 @@ class PollAttempt(Base):
     pages: Mapped[int | None]
 
     __table_args__ = (Index("ix_poll_attempts_server_id_ok_id", "server_id", "ok", "id"),)
+
+
+class PollMark(Base):
+    """An unchanged successful poll, kept compact: the common case, so it must cost almost nothing.
+
+    A poll that saw the listing its server's current version already holds adds no information but
+    when it ran and how long it took. Each server keeps a ring of `attempts_kept` such rows (the slot
+    is the version's poll count modulo that), rewritten in place: about 20 bytes each on SQLite (no
+    rowid, integer epoch), and nothing more once a server's ring is full. Failures and new versions
+    keep their full `PollAttempt` row.
+    """
+
+    __tablename__ = "poll_marks"
+
+    server_id: Mapped[int] = mapped_column(ForeignKey("servers.id", ondelete="CASCADE"), primary_key=True)
+    slot: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    started_ms: Mapped[int] = mapped_column(BigInteger)
+    """When the poll started, in milliseconds since the Unix epoch (UTC)."""
+    duration_ms: Mapped[int] = mapped_column(Integer)
+
+    __table_args__ = {"sqlite_with_rowid": False}  # noqa: RUF012 - SQLAlchemy's table options
 
 
 class Alert(Base):

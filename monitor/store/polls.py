@@ -22,6 +22,7 @@ from monitor.core.rules import servers
 from monitor.core.rules.servers import WatchState
 from monitor.core.states import ServerOrigin
 from monitor.store.db import insert as _insert
+from monitor.store.marks import mark, write_marks
 from monitor.store.models import (
     FindingRecord,
     Listing,
@@ -71,6 +72,22 @@ class RecordedPoll:
     @property
     def ok(self) -> bool:
         return self.snapshot is not None
+
+
+@dataclass(frozen=True)
+class SuccessfulPoll:
+    """A fetched, validated listing of one server, waiting to be recorded."""
+
+    server_id: int
+    listing: CanonicalListing
+    started_at: datetime
+    finished_at: datetime
+    pages: int
+    protocol_version: str
+    server_info: dict[str, Any] | None
+    capabilities: dict[str, Any]
+    list_changed_advertised: bool
+    metas: dict[str, Any] = field(default_factory=dict)
 
 
 class PollHook(Protocol):
@@ -145,6 +162,24 @@ class Store:
         metas: dict[str, Any] | None = None,
     ) -> PollOutcome:
         """Store a successful poll: a new version only when the listing changed."""
+        return self.record(
+            SuccessfulPoll(
+                server_id,
+                listing,
+                started_at=started_at,
+                finished_at=finished_at,
+                pages=pages,
+                protocol_version=protocol_version,
+                server_info=server_info,
+                capabilities=capabilities,
+                list_changed_advertised=list_changed_advertised,
+                metas=metas or {},
+            )
+        )
+
+    def record(self, poll: SuccessfulPoll) -> PollOutcome:
+        """Store a successful poll in its own transaction: a new version only when the listing changed."""
+        server_id, listing, finished_at = poll.server_id, poll.listing, poll.finished_at
         with self.sessions.begin() as session:
             server = _lock_server(session, server_id)
             previous = session.execute(
@@ -154,41 +189,31 @@ class Store:
                 .order_by(Snapshot.version.desc())
                 .limit(1)
             ).first()
+            if previous is not None and previous[1] == listing.fingerprint:
+                outcome, row = self.record_unchanged(session, server, previous[0], poll)
+                write_marks(session, [row])
+                return outcome
+            listing_id = _store_listing(session, listing, poll.metas, finished_at)
+            snapshot = Snapshot(
+                server_id=server_id,
+                version=(previous[0].version + 1) if previous else 1,
+                listing_id=listing_id,
+                first_seen=finished_at,
+                last_seen=finished_at,
+                poll_count=1,
+                protocol_version=poll.protocol_version,
+                server_info=poll.server_info,
+            )
+            session.add(snapshot)
+            session.flush()
+            _succeeded(server, poll)
             findings: list[Finding] = []
             announced: bool | None = None
-            if previous is not None and previous[1] == listing.fingerprint:
-                snapshot = previous[0]
-                snapshot.last_seen = finished_at
-                snapshot.poll_count += 1
-                new_version = False
-            else:
-                listing_id = _store_listing(session, listing, metas or {}, finished_at)
-                snapshot = Snapshot(
-                    server_id=server_id,
-                    version=(previous[0].version + 1) if previous else 1,
-                    listing_id=listing_id,
-                    first_seen=finished_at,
-                    last_seen=finished_at,
-                    poll_count=1,
-                    protocol_version=protocol_version,
-                    server_info=server_info,
-                )
-                session.add(snapshot)
-                session.flush()
-                new_version = True
-            server.consecutive_failures = 0
-            server.last_poll_at = finished_at
-            server.last_success_at = finished_at
-            server.last_error = None
-            server.protocol_version = protocol_version
-            server.server_info = server_info
-            server.capabilities = capabilities
-            server.list_changed_advertised = list_changed_advertised
             records: list[FindingRecord] = []
-            if new_version and previous is not None:
+            if previous is not None:
                 before = previous[0]
                 watch = WatchState(
-                    server.watch_connected_since, server.last_notification_at, list_changed_advertised
+                    server.watch_connected_since, server.last_notification_at, poll.list_changed_advertised
                 )
                 announced = servers.announced(watch, before.last_seen)
                 findings = _diff_against(session, before.listing_id, listing)
@@ -204,19 +229,16 @@ class Store:
                     from_snapshot=before.id,
                     to_snapshot=snapshot.id,
                 )
-            self._run_hooks(
-                session,
-                RecordedPoll(server, finished_at, records, snapshot, new_version, announced),
-            )
+            self._run_hooks(session, RecordedPoll(server, finished_at, records, snapshot, True, announced))
             self._add_attempt(
                 session,
                 PollAttempt(
                     server_id=server_id,
-                    started_at=started_at,
-                    duration_ms=_ms(started_at, finished_at),
+                    started_at=poll.started_at,
+                    duration_ms=_ms(poll.started_at, finished_at),
                     ok=True,
                     snapshot_id=snapshot.id,
-                    pages=pages,
+                    pages=poll.pages,
                 ),
             )
             return PollOutcome(
@@ -225,9 +247,28 @@ class Store:
                 tool_count=len(listing.forms),
                 fingerprint=listing.fingerprint,
                 version=snapshot.version,
-                new_version=new_version,
+                new_version=True,
                 findings=findings,
             )
+
+    def record_unchanged(
+        self, session: Session, server: Server, snapshot: Snapshot, poll: SuccessfulPoll
+    ) -> tuple[PollOutcome, dict[str, Any]]:
+        """A poll that saw `snapshot`'s listing again, in the caller's transaction: the span grows, the
+        server's state and hooks are updated, and its compact mark is returned for the caller to write."""
+        snapshot.last_seen = poll.finished_at
+        snapshot.poll_count += 1
+        _succeeded(server, poll)
+        self._run_hooks(session, RecordedPoll(server, poll.finished_at, (), snapshot, False, None))
+        row = mark(server.id, snapshot.poll_count, self.attempts_kept, poll.started_at, poll.finished_at)
+        outcome = PollOutcome(
+            server=server.name,
+            ok=True,
+            tool_count=len(poll.listing.forms),
+            fingerprint=poll.listing.fingerprint,
+            version=snapshot.version,
+        )
+        return outcome, row
 
     def record_failure(
         self, server_id: int, kind: str, message: str, *, started_at: datetime, finished_at: datetime
@@ -320,6 +361,18 @@ def _lock_server(session: Session, server_id: int) -> Server:
     if server is None:
         raise LookupError(f"server id {server_id} is not registered")
     return server
+
+
+def _succeeded(server: Server, poll: SuccessfulPoll) -> None:
+    """The server's state after a successful poll."""
+    server.consecutive_failures = 0
+    server.last_poll_at = poll.finished_at
+    server.last_success_at = poll.finished_at
+    server.last_error = None
+    server.protocol_version = poll.protocol_version
+    server.server_info = poll.server_info
+    server.capabilities = poll.capabilities
+    server.list_changed_advertised = poll.list_changed_advertised
 
 
 def _store_listing(session: Session, listing: CanonicalListing, metas: dict[str, Any], now: datetime) -> int:

@@ -9,7 +9,8 @@ from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
 from monitor.core.states import AlertState, DeliveryState, ServerStatus
-from monitor.store.models import Alert, PollAttempt, Server, Snapshot, WebhookDelivery
+from monitor.store.marks import epoch_ms
+from monitor.store.models import Alert, PollAttempt, PollMark, Server, Snapshot, WebhookDelivery
 from monitor.store.records import SEVERITIES
 
 
@@ -60,7 +61,10 @@ def read_metrics(session: Session, *, now: datetime, window: timedelta) -> Metri
             WebhookDelivery.state == DeliveryState.PENDING
         )
     ).one()
-    durations = session.scalars(select(PollAttempt.duration_ms).where(PollAttempt.started_at >= now - window))
+    durations = [
+        *session.scalars(select(PollAttempt.duration_ms).where(PollAttempt.started_at >= now - window)),
+        *session.scalars(select(PollMark.duration_ms).where(PollMark.started_ms >= epoch_ms(now - window))),
+    ]
     versions = session.scalar(select(func.count()).select_from(Snapshot)) or 0
     return MetricsData(
         polls_ok=int(polls_ok),
