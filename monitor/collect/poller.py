@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import ParamSpec
 
-from monitor.collect.client import Limits, PollError, Target, fetch_listing
+from monitor.collect.client import FetchedListing, Limits, PollError, Target, fetch_listing
 from monitor.collect.client.clients import HttpClients
 from monitor.collect.recorder import GroupCommit
 from monitor.collect.targets import limits_for, target_for
@@ -78,7 +78,7 @@ class Poller:
         started = datetime.now(UTC)
         clock = time.perf_counter()
         try:
-            fetched = await fetch_listing(job.target, job.limits, self.clients)
+            fetched = await self._fetch(job)
             listing = CanonicalListing.of(validate_tools(fetched.tools))
         except PollError as exc:
             return await self._failure(job, exc.kind, exc.message, started, clock)
@@ -100,6 +100,15 @@ class Poller:
         )
         # The common case, an unchanged listing, commits with others; a new version on its own.
         return await self.batches.record(poll) or await self._write(self.store.record, poll)
+
+    async def _fetch(self, job: Job) -> FetchedListing:
+        try:
+            return await fetch_listing(job.target, job.limits, self.clients)
+        except PollError as exc:
+            kept = self.clients is not None and self.clients.forget(job.target.name)
+            if exc.kind != PollErrorKind.CONNECT or not kept:
+                raise
+        return await fetch_listing(job.target, job.limits, self.clients)  # once, on a new connection
 
     async def _failure(
         self, job: Job, kind: PollErrorKind, message: str, started: datetime, clock: float

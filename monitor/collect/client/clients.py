@@ -95,6 +95,17 @@ class HttpClients:
         self._clients[target.name] = (key, client)
         return client
 
+    def forget(self, name: str) -> bool:
+        """Drop a server's kept client (after a connection failure); whether there was one.
+
+        A server may close an idle connection just as a poll sends on it, which fails that poll
+        though the server is fine: the poller retries once on a new client when this returns True.
+        """
+        kept = self._clients.pop(name, None)
+        if kept is not None:
+            self._close_later(kept[1])
+        return kept is not None
+
     def __len__(self) -> int:
         return len(self._clients)
 
