@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import httpx2
 
-from monitor.collect.client.http import new_client
+from monitor.collect.client.http import media_type, new_client
 from monitor.collect.client.target import Limits, Target
 from monitor.core.hosts import HostPolicy
 from monitor.core.states import ServerOrigin
@@ -39,10 +39,19 @@ LISTENER: contextvars.ContextVar[Listener | None] = contextvars.ContextVar(
 )
 
 
+DRAINED = 4096
+"""Bodies up to this size that the SDK leaves unread (a 202 to a notification, a 405 to the GET
+stream, the answer to DELETE) are read here: httpcore closes a connection whose last response was
+not read to its end, which would cost every poll a new connection."""
+
+
 async def _dispatch_response(response: httpx2.Response) -> None:
     listener = LISTENER.get()
     if listener is not None:
         await listener.on_response(response)
+    length = response.headers.get("content-length", "")
+    if length.isdigit() and int(length) <= DRAINED and media_type(response) != "text/event-stream":
+        await response.aread()
 
 
 def _dispatch_refusal(reason: str) -> None:
