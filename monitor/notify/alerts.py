@@ -72,7 +72,7 @@ class Alerting:
     def after_poll(self, session: Session, poll: RecordedPoll) -> None:
         """Poll hook: clear what the poll shows fixed, then raise what it found."""
         undone: set[str] = set()
-        if poll.snapshot is not None:
+        if poll.snapshot is not None and poll.was_failing:
             resolve_matching(session, poll.server.id, "server-unreachable", now=poll.now, policy=self)
             if poll.new_version:
                 undone = self._resolve_cleared(session, poll.server.id, poll.snapshot.listing_id, poll.now)

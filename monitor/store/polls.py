@@ -68,6 +68,9 @@ class RecordedPoll:
     new_version: bool = False
     announced: bool | None = None
     """For a new version: whether the watch session was told of the change (None: no session covered it)."""
+    was_failing: bool = True
+    """Whether the server's previous poll failed: only then can a success resolve `server-unreachable`
+    (False lets an unchanged poll of a healthy server skip looking for one)."""
 
     @property
     def ok(self) -> bool:
@@ -258,8 +261,10 @@ class Store:
         server's state and hooks are updated, and its compact mark is returned for the caller to write."""
         snapshot.last_seen = poll.finished_at
         snapshot.poll_count += 1
+        failing = server.consecutive_failures > 0
         _succeeded(server, poll)
-        self._run_hooks(session, RecordedPoll(server, poll.finished_at, (), snapshot, False, None))
+        recorded = RecordedPoll(server, poll.finished_at, (), snapshot, False, None, was_failing=failing)
+        self._run_hooks(session, recorded)
         row = mark(server.id, snapshot.poll_count, self.attempts_kept, poll.started_at, poll.finished_at)
         outcome = PollOutcome(
             server=server.name,
