@@ -31,7 +31,11 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("server_id", "slot", name=op.f("pk_poll_marks")),
         sqlite_with_rowid=False,
     )
+    with op.batch_alter_table("servers", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("polls_marked", sa.Integer(), server_default="0", nullable=False))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("servers", schema=None) as batch_op:
+        batch_op.drop_column("polls_marked")
     op.drop_table("poll_marks")

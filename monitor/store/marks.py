@@ -24,12 +24,13 @@ def from_epoch_ms(ms: int) -> datetime:
 
 
 def mark(
-    server_id: int, poll_count: int, kept: int, started_at: datetime, finished_at: datetime
+    server_id: int, marked: int, kept: int, started_at: datetime, finished_at: datetime
 ) -> dict[str, Any]:
-    """The ring row of an unchanged poll: slot `poll_count % kept` overwrites the server's oldest mark."""
+    """The ring row of the server's `marked`-th unchanged poll: once `kept` are stored, each new one
+    overwrites the oldest."""
     return {
         "server_id": server_id,
-        "slot": poll_count % max(kept, 1),
+        "slot": marked % max(kept, 1),
         "started_ms": epoch_ms(started_at),
         "duration_ms": max(0, round((finished_at - started_at).total_seconds() * 1000)),
     }

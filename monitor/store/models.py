@@ -107,6 +107,8 @@ class Server(Base):
     """Since when the monitor's long-lived watch session has been healthy; None while it is down."""
     last_notification_at: Mapped[datetime | None]
     """When the watch session last received a tools list-changed notification."""
+    polls_marked: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Unchanged polls recorded as compact marks so far: the next one's slot in the server's ring."""
 
     __table_args__ = (Index("ix_servers_next_poll_at", "next_poll_at"),)
 
@@ -221,7 +223,7 @@ class PollMark(Base):
 
     A poll that saw the listing its server's current version already holds adds no information but
     when it ran and how long it took. Each server keeps a ring of `attempts_kept` such rows (the slot
-    is the version's poll count modulo that), rewritten in place: about 20 bytes each on SQLite (no
+    is `Server.polls_marked` modulo that), rewritten in place: about 20 bytes each on SQLite (no
     rowid, integer epoch), and nothing more once a server's ring is full. Failures and new versions
     keep their full `PollAttempt` row.
     """

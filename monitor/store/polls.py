@@ -265,7 +265,8 @@ class Store:
         _succeeded(server, poll)
         recorded = RecordedPoll(server, poll.finished_at, (), snapshot, False, None, was_failing=failing)
         self._run_hooks(session, recorded)
-        row = mark(server.id, snapshot.poll_count, self.attempts_kept, poll.started_at, poll.finished_at)
+        row = mark(server.id, server.polls_marked, self.attempts_kept, poll.started_at, poll.finished_at)
+        server.polls_marked += 1
         outcome = PollOutcome(
             server=server.name,
             ok=True,
