@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from alembic import command
-from sqlalchemy import Engine, event, func, select, text
+from sqlalchemy import Engine, MetaData, Table, event, func, select
 from sqlalchemy.orm import Session
 from support import WAIT, http_server, raw_fleet, record_poll, tool, wait_until
 
@@ -184,18 +184,11 @@ def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) 
             config.attributes["connection"] = connection
             command.upgrade(config, "0003")
         assert current_revision(engine) == "0003"
-        store = Store(engine, attempts_kept=5)
-        (server_id,) = register_named(store, "old")
-        record_poll(store, server_id, tools(), T0)  # a first poll writes only tables 0003 has
-        with engine.begin() as connection:  # and the previous release kept unchanged polls as full rows
-            connection.execute(
-                text(
-                    "insert into poll_attempts (server_id, started_at, duration_ms, ok, pages) "
-                    "values (:s, :t, 12.5, true, 1)"
-                ),
-                {"s": server_id, "t": T0 + timedelta(seconds=30)},
-            )
+        fill_like_the_previous_release(engine)
         migrate(engine)
+        store = Store(engine, attempts_kept=5)
+        server_id = store.server_id("old")
+        assert server_id is not None
         record_poll(store, server_id, tools(), T0 + timedelta(minutes=1))
         with store.sessions() as session:
             assert session.scalar(select(func.count()).select_from(Server)) == 1
@@ -212,9 +205,47 @@ def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) 
         engine.dispose()
 
 
-def register_named(store: Store, name: str) -> list[int]:
-    ids = store.sync_servers([ServerConfig(name=name, transport="http", url="http://127.0.0.1:9/")], T0)
-    return [ids[name]]
+def fill_like_the_previous_release(engine: Engine) -> None:
+    """What 0003's code wrote for a server polled twice: a version, its listing, two full attempt rows
+    (written through the tables as the database has them, not through today's models)."""
+    with engine.begin() as connection:
+        table = {name: Table(name, MetaData(), autoload_with=connection) for name in TABLES_0003}
+
+        def insert(name: str, **values: Any) -> int:
+            return int(
+                connection.execute(
+                    table[name].insert().values(**values).returning(table[name].c.id)
+                ).scalar_one()
+            )
+
+        server_id = insert(
+            "servers", name="old", transport="http", origin="config", created_at=T0, consecutive_failures=0
+        )
+        fingerprint = CanonicalListing.of(tools()).fingerprint
+        listing_id = insert("listings", fingerprint=fingerprint, tool_count=2, created_at=T0)
+        snapshot_id = insert(
+            "snapshots",
+            server_id=server_id,
+            version=1,
+            listing_id=listing_id,
+            first_seen=T0,
+            last_seen=T0,
+            poll_count=1,
+        )
+        for seconds in (0, 30):
+            at = T0 + timedelta(seconds=seconds)
+            insert(
+                "poll_attempts",
+                server_id=server_id,
+                started_at=at,
+                duration_ms=12.5,
+                ok=True,
+                snapshot_id=snapshot_id,
+                pages=1,
+            )
+
+
+TABLES_0003 = ("servers", "listings", "snapshots", "poll_attempts")
 
 
 async def test_a_kept_client_carries_the_next_poll_on_the_same_connection() -> None:
