@@ -211,7 +211,7 @@ def fill_like_the_previous_release(engine: Engine) -> None:
     with engine.begin() as connection:
         table = {name: Table(name, MetaData(), autoload_with=connection) for name in TABLES_0003}
 
-        def insert(name: str, **values: Any) -> int:
+        def insert(table_name: str, /, **values: Any) -> int:
             return int(
                 connection.execute(
                     table[name].insert().values(**values).returning(table[name].c.id)
