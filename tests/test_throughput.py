@@ -212,11 +212,8 @@ def fill_like_the_previous_release(engine: Engine) -> None:
         table = {name: Table(name, MetaData(), autoload_with=connection) for name in TABLES_0003}
 
         def insert(table_name: str, /, **values: Any) -> int:
-            return int(
-                connection.execute(
-                    table[name].insert().values(**values).returning(table[name].c.id)
-                ).scalar_one()
-            )
+            statement = table[table_name].insert().values(**values).returning(table[table_name].c.id)
+            return int(connection.execute(statement).scalar_one())
 
         server_id = insert(
             "servers", name="old", transport="http", origin="config", created_at=T0, consecutive_failures=0
