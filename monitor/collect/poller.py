@@ -2,6 +2,8 @@
 
 Network waits run concurrently on the event loop (bounded by `poll_concurrency`); database writes
 run on one worker thread, so a slow write never stalls the event loop and writes never contend.
+Unchanged listings, the common case, are recorded in batches (`recorder.GroupCommit`); a changed
+one in a transaction of its own. A long-running `serve` polls on kept HTTP clients (`clients`).
 """
 
 from __future__ import annotations
