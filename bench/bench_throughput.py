@@ -173,7 +173,7 @@ async def raw_contender(
 
     async def poll(i: int) -> None:
         nonlocal failed
-        async with gate:
+        try:
             starts[i].append(datetime.now(UTC))
             client, url = clients[i], urls[i]
             base = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
@@ -209,6 +209,8 @@ async def raw_contender(
                 await client.delete(url, headers=headers)
             except Exception:
                 failed += 1
+        finally:
+            gate.release()
 
     cpu0 = thread_cpu()
     with RssSampler(RSS_EVERY) as rss:
@@ -218,6 +220,7 @@ async def raw_contender(
             if wait > 0:
                 await asyncio.sleep(min(wait, 0.05))
                 continue
+            await gate.acquire()  # as the scheduler claims: only as many as the concurrency frees
             heapq.heapreplace(queue, (due + timedelta(seconds=interval), i))
             task = asyncio.create_task(poll(i))
             tasks.add(task)
@@ -259,11 +262,14 @@ async def monitor_contender(
     poller = Poller(store, config)
     scheduler = Scheduler(store, poller, config, owner)
     setup = time.monotonic()
+    scheduler.register(datetime.now(UTC))
+    fill(store, urls, interval)
+    print(f"  registered and filled {len(urls)} servers in {time.monotonic() - setup:.1f} s", file=sys.stderr)
     began = datetime.now(UTC)
-    scheduler.register(began)
-    print(
-        f"  registered {len(urls)} servers in {time.monotonic() - setup:.1f} s", file=sys.stderr, flush=True
-    )
+    with store.sessions.begin() as session:  # the first slots spread over the interval from now
+        rng = random.Random(7)
+        for server in session.scalars(select(Server)):
+            server.next_poll_at = began + timedelta(seconds=rng.uniform(0, interval))
     with store.sessions() as session:
         slots = {sid: at for sid, at in session.execute(select(Server.id, Server.next_poll_at)) if at}
     writer = poller.writer.submit(threading.get_native_id).result()
@@ -297,6 +303,42 @@ async def monitor_contender(
 
 
 RSS_EVERY = 10.0
+
+
+def fill(store: Any, urls: list[str], interval: float) -> None:
+    """Record each server's current listing as a previous run would have, so the measured polls
+    are the steady state (unchanged listings), not every server's first version."""
+    from raw_fleet import VARIANTS, listings
+
+    from monitor.core.fingerprint import CanonicalListing
+    from monitor.store.polls import SuccessfulPoll
+
+    forms = [CanonicalListing.of(listing) for listing in listings(TOOLS)]
+    ids = dict(store_names(store))
+    at = datetime.now(UTC) - timedelta(seconds=interval)
+    for i in range(len(urls)):
+        store.record(
+            SuccessfulPoll(
+                ids[f"s{i:05d}"],
+                forms[i % VARIANTS],
+                started_at=at,
+                finished_at=at,
+                pages=1,
+                protocol_version="2025-11-25",
+                server_info={"name": f"raw-{i:05d}", "version": "1.4.2"},
+                capabilities={"tools": {"listChanged": False}},
+                list_changed_advertised=False,
+            )
+        )
+
+
+def store_names(store: Any) -> list[tuple[str, int]]:
+    from sqlalchemy import select
+
+    from monitor.store.models import Server
+
+    with store.sessions() as session:
+        return [(name, sid) for sid, name in session.execute(select(Server.id, Server.name))]
 
 
 # -- the run ---------------------------------------------------------------------------------------
@@ -381,7 +423,8 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
     parser.add_argument("--duration", type=float, default=120.0)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--rss-every", type=float, default=10.0)
-    parser.add_argument("--contender", choices=["raw", "monitor"])
+    parser.add_argument("--contenders", default="raw,monitor", help="which to run, in order")
+    parser.add_argument("--contender", choices=["raw", "monitor"], help=argparse.SUPPRESS)
     parser.add_argument("--urls-file", type=Path)
     args = parser.parse_args(argv if argv is not None else [])
     global RSS_EVERY
@@ -413,10 +456,13 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
         with raw_fleet(size) as (urls, pids), tempfile.TemporaryDirectory(prefix="bench-throughput-") as tmp:
             urls_file = Path(tmp) / "urls"
             urls_file.write_text("\n".join(urls))
-            raw = contend("raw", urls_file, args, pids)
-            ours = contend("monitor", urls_file, args, pids)
+            figures = {name: contend(name, urls_file, args, pids) for name in args.contenders.split(",")}
+        lines += [row(f, args.interval) for f in figures.values()]
+        if set(figures) != {"raw", "monitor"}:
+            print("\n".join([header, *lines]), flush=True)
+            continue
+        raw, ours = figures["raw"], figures["monitor"]
         ratio = (ours["cpu_loop_ms"] + ours["cpu_store_ms"]) / max(raw["cpu_loop_ms"], 1e-9)
-        lines += [row(raw, args.interval), row(ours, args.interval)]
         lines.append(
             f"  {size} servers: our CPU per poll {ours['cpu_loop_ms'] + ours['cpu_store_ms']:.2f} ms "
             f"(writer thread {ours['writer_ms']:.2f}) = {ratio:.2f}x the raw client's; "

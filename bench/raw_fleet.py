@@ -26,6 +26,7 @@ import random
 import socket
 import sys
 import threading
+from typing import Any
 
 from fleet_server import make_tool
 
@@ -117,13 +118,15 @@ class Connection(asyncio.Protocol):
                 return
 
 
+def listings(tools: int) -> list[list[dict[str, Any]]]:
+    """The fleet's listings: server `n` answers `listings(tools)[n % VARIANTS]`."""
+    rng = random.Random(1)
+    return [[make_tool(rng, v, i) for i in range(tools)] for v in range(VARIANTS)]
+
+
 async def serve(count: int, tools: int, first: int) -> None:
     loop = asyncio.get_running_loop()
-    rng = random.Random(1)
-    variants = [
-        json.dumps({"tools": [make_tool(rng, v, i) for i in range(tools)]}, separators=(",", ":")).encode()
-        for v in range(VARIANTS)
-    ]
+    variants = [json.dumps({"tools": listing}, separators=(",", ":")).encode() for listing in listings(tools)]
     urls: list[str] = []
     for number in range(first, first + count):
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
