@@ -4,7 +4,7 @@ so `from support import ...` works in every test module; no test module imports 
 
 from support.databases import postgres_schema
 from support.fleet import Fleet, fleet, raw_fleet
-from support.polls import record_poll
+from support.polls import poll_history, record_poll
 from support.processes import WAIT, Process, ProcessError, child_processes, no_leaked_children, wait_until
 from support.receiver import Receiver, Reply, Request, verify, webhook_secret
 from support.servers import (
@@ -40,6 +40,7 @@ __all__ = [
     "http_server_process",
     "migrate_config",
     "no_leaked_children",
+    "poll_history",
     "postgres_schema",
     "raw_fleet",
     "record_poll",
