@@ -18,8 +18,8 @@ each in its own process so CPU and RSS are its own:
 Reported for each: servers polled in the first window (of how many), polls/s, poll lag (when a
 poll started after its slot, p50/p99), CPU ms per poll (the event loop thread, and the store
 writer and claim threads apart), RSS at the end of the first window and at the end, failed
-polls; then the ratio of our CPU per poll to the raw client's. A size is *kept* when every server
-was polled in the first window and p99 lag stays under 10% of the interval. The machine is shared:
+polls; then the ratio of our CPU per poll to the raw client's. A size is *kept* when 99% of the
+servers were polled in the first window and p99 lag stays under 10% of the interval. The machine is shared:
 read the figures against the baseline measured in the same run.
 """
 
@@ -407,7 +407,7 @@ def contend(name: str, urls_file: Path, args: argparse.Namespace, fleet_pids: li
 
 
 def row(f: dict[str, Any], interval: float) -> str:
-    kept = f["first_window"] == f["servers"] and f["lag_p99"] < 0.1 * interval
+    kept = f["first_window"] >= 0.99 * f["servers"] and f["lag_p99"] < 0.1 * interval
     return (
         f"{f['name']:<14} {f['servers']:>6} {f['first_window']:>7} {f['polls_per_s']:>8.1f} "
         f"{f['lag_p50']:>7.2f} {f['lag_p99']:>7.2f} {f['cpu_loop_ms']:>8.2f} {f['cpu_store_ms']:>8.2f} "
