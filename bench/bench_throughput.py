@@ -459,6 +459,10 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
             figures = {name: contend(name, urls_file, args, pids) for name in args.contenders.split(",")}
         lines += [row(f, args.interval) for f in figures.values()]
         if set(figures) != {"raw", "monitor"}:
+            lines += [
+                f"  {f['name']} RSS (MB, every {args.rss_every:g} s): {f['rss_samples']}"
+                for f in figures.values()
+            ]
             print("\n".join([header, *lines]), flush=True)
             continue
         raw, ours = figures["raw"], figures["monitor"]
