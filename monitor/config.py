@@ -26,6 +26,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from monitor.core.hostconfigs import read_host_config
 from monitor.core.hosts import HostPolicy, check_host_entry
 from monitor.core.rules import Severity
 
@@ -73,6 +74,9 @@ class ServerConfig(BaseModel):
     interval: Duration | None = None
     timeout: Duration | None = None
     era: Literal["handshake", "modern"] = "handshake"
+    sse_fallback: bool = False
+    """For transport "http": when the URL refuses Streamable HTTP with a 4xx, poll it over SSE, as
+    hosts do with a bare `url` (set for such imported entries)."""
 
     @model_validator(mode="after")
     def _transport_fields(self) -> ServerConfig:
@@ -84,7 +88,7 @@ class ServerConfig(BaseModel):
         else:
             if not self.url:
                 raise ValueError(f'url: required for transport "{self.transport}"')
-            if not re.match(r"^https?://", self.url):
+            if not re.match(r"^(https?://|\$\{)", self.url):  # a leading ${VAR} is checked once expanded
                 raise ValueError(f"url: must start with http:// or https:// (got {self.url!r})")
             if self.command or self.args:
                 raise ValueError(f'command, args: not used by transport "{self.transport}"')
@@ -161,6 +165,8 @@ class Config:
     servers: list[ServerConfig] = field(default_factory=list)
     webhooks: list[WebhookConfig] = field(default_factory=list)
     source: str = "(defaults)"
+    skipped: list[str] = field(default_factory=list)
+    """Imported entries that could not be used, one line each naming the entry and why."""
 
     def server(self, name: str) -> ServerConfig:
         for server in self.servers:
@@ -189,9 +195,10 @@ def load_config(path: str | Path | None) -> Config:
     servers = [
         _server(entry, f"{source}: servers[{i}]") for i, entry in enumerate(_array(data, "servers", source))
     ]
+    skipped: list[str] = []
     if monitor.import_:
-        base = Path(path).parent
-        servers += _import_mcp_servers(base / monitor.import_, source)
+        imported, skipped = _import_mcp_servers(Path(path).parent / monitor.import_, source)
+        servers += imported
     webhooks = [
         _model(WebhookConfig, entry, f"{source}: webhooks[{i}]")
         for i, entry in enumerate(_array(data, "webhooks", source))
@@ -201,7 +208,7 @@ def load_config(path: str | Path | None) -> Config:
         if server.name in seen:
             raise ConfigError(f"{source}: server {server.name!r} is defined twice")
         seen.add(server.name)
-    return Config(monitor=monitor, servers=servers, webhooks=webhooks, source=source)
+    return Config(monitor=monitor, servers=servers, webhooks=webhooks, source=source, skipped=skipped)
 
 
 def _settings(values: dict[str, Any], source: str) -> MonitorSettings:
@@ -250,8 +257,11 @@ def _explain(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _import_mcp_servers(path: Path, source: str) -> list[ServerConfig]:
-    """Servers from an `mcpServers` JSON file, the format desktop hosts and editors use."""
+def _import_mcp_servers(path: Path, source: str) -> tuple[list[ServerConfig], list[str]]:
+    """Servers from a host's JSON config (Claude Desktop or Code, Cursor, VS Code, Windsurf, Gemini CLI).
+
+    An entry that cannot be imported is skipped and reported by name; the others are imported.
+    """
     where = f"{source}: import {str(path)!r}"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -259,21 +269,17 @@ def _import_mcp_servers(path: Path, source: str) -> list[ServerConfig]:
         raise ConfigError(f"{where}: cannot read: {exc.strerror or exc}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{where}: not JSON: {exc}") from exc
-    servers = data.get("mcpServers") if isinstance(data, dict) else None
-    if not isinstance(servers, dict):
-        raise ConfigError(f"{where}: no 'mcpServers' object")
-    result = []
-    for name, entry in servers.items():
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{where}: mcpServers.{name}: must be an object")
-        kind = str(entry.get("type") or entry.get("transport") or "").lower()
-        if "url" in entry:
-            transport = "sse" if kind == "sse" else "http"
-            fields = {"url": entry["url"], "headers": entry.get("headers", {})}
-        else:
-            transport = "stdio"
-            fields = {k: entry[k] for k in ("command", "args", "env", "cwd") if k in entry}
-        result.append(
-            _model(ServerConfig, {"name": name, "transport": transport, **fields}, f"{where}: {name!r}")
-        )
-    return result
+    folder = path.resolve().parent
+    workspace = folder.parent if folder.name in (".vscode", ".cursor", ".gemini") else folder
+    try:
+        entries = read_host_config(data, workspace=str(workspace), home=str(Path.home()))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    problems = [f"{where}: {name!r} skipped: {reason}" for name, reason in entries.errors.items()]
+    servers = []
+    for name, fields in entries.servers.items():
+        try:
+            servers.append(ServerConfig.model_validate({"name": name, **fields}))
+        except ValidationError as exc:
+            problems.append(f"{where}: {name!r} skipped: {_explain(exc)}")
+    return servers, problems
