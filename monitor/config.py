@@ -33,6 +33,7 @@ from monitor.core.rules import Severity
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 M = TypeVar("M", bound=BaseModel)
+PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 
 
 class ConfigError(ValueError):
@@ -99,10 +100,27 @@ class WebhookConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1)
-    url: str
+    url: str = ""
+    """Where to POST; for "alertmanager" its `/api/v2/alerts`, for "pagerduty" by default
+    PagerDuty's Events API v2 endpoint."""
     secret_env: str | None = None
     min_severity: Severity = Severity.HIGH
-    format: Literal["standard", "slack"] = "standard"
+    format: Literal["standard", "slack", "alertmanager", "pagerduty"] = "standard"
+    routing_key_env: str | None = None
+    """"pagerduty": the variable holding the integration's routing key, added to each event as it
+    is sent (never stored in the outbox)."""
+
+    @model_validator(mode="after")
+    def _format_fields(self) -> WebhookConfig:
+        if self.format == "pagerduty":
+            self.url = self.url or PAGERDUTY_EVENTS_URL
+            if not self.routing_key_env:
+                raise ValueError('routing_key_env: required for format "pagerduty"')
+        elif self.routing_key_env:
+            raise ValueError('routing_key_env: only used by format "pagerduty"')
+        if not re.match(r"^https?://", self.url):
+            raise ValueError(f"url: must start with http:// or https:// (got {self.url!r})")
+        return self
 
 
 class MonitorSettings(BaseSettings):

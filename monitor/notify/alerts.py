@@ -25,6 +25,7 @@ from monitor.core.rules import TOOL_RULES, Check
 from monitor.core.states import AlertState
 from monitor.notify.outbox import DEFAULT_EXPIRY, enqueue, wake_after_commit
 from monitor.notify.payloads import ALERT_OPENED, ALERT_RESOLVED, MAX_FINDINGS, alert_payload
+from monitor.notify.sinks import ALERT_ACKNOWLEDGED
 from monitor.store.db import insert
 from monitor.store.models import (
     Alert,
@@ -286,11 +287,20 @@ def resolve_matching(
     return alert
 
 
-def acknowledge(session: Session, alert_id: int, now: datetime) -> Alert | None:
-    """Mark an open alert as seen; it stays unresolved until its condition clears. None: no such alert."""
+def acknowledge(
+    session: Session, alert_id: int, now: datetime, *, policy: Alerting | None = None
+) -> Alert | None:
+    """Mark an open alert as seen; it stays unresolved until its condition clears. None: no such alert.
+
+    With the `policy`, the PagerDuty sinks that heard it open hear of it (SPEC 9 webhooks do not).
+    """
     alert = session.get(Alert, alert_id, with_for_update=True)
     if alert is not None and alert.state == AlertState.OPEN:
         alert.state, alert.acknowledged_at = AlertState.ACKNOWLEDGED, now
+        if policy is not None:
+            paging = [w for w in policy.webhooks_for(alert.severity_rank) if w.format == "pagerduty"]
+            server = session.get_one(Server, alert.server_id)
+            _announce(session, alert, server.name, ALERT_ACKNOWLEDGED, paging, now, policy)
     return alert
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 import uuid
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from monitor.config import Config, WebhookConfig
 from monitor.core.states import DeliveryState
 from monitor.notify.outbox import backoff_delay, parse_retry_after
 from monitor.notify.signing import key_from_env, sign
+from monitor.notify.sinks import with_routing_key
 from monitor.store.models import DeliveryAttempt, WebhookDelivery
 
 if TYPE_CHECKING:
@@ -80,6 +82,11 @@ class Deliverer:
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         self.webhooks = {webhook.name: webhook for webhook in webhooks}
         self._keys = {webhook.name: key_from_env(webhook) for webhook in webhooks}
+        self._routing_keys = {
+            webhook.name: os.environ.get(webhook.routing_key_env, "")
+            for webhook in webhooks
+            if webhook.routing_key_env
+        }
         self.owner = owner or f"deliverer-{uuid.uuid4().hex[:12]}"
         self.timeout = timeout
         self.lease = timedelta(seconds=lease)
@@ -207,6 +214,9 @@ class Deliverer:
     async def _attempt(self, transport: httpx.AsyncHTTPTransport, claim: _Claim) -> None:
         webhook = self.webhooks[claim.webhook]
         body = claim.body.encode("utf-8")
+        routing_key = self._routing_keys.get(webhook.name)
+        if routing_key:
+            body = with_routing_key(claim.body, routing_key)
         timestamp = int(time.time())
         headers = {
             "content-type": "application/json",
@@ -223,6 +233,8 @@ class Deliverer:
         error: str | None = None
         retry_after: float | None = None
         try:
+            if routing_key == "":
+                raise LookupError(f"{webhook.routing_key_env} (the PagerDuty routing key) is not set")
             request = httpx.Request(
                 "POST",
                 webhook.url,
