@@ -23,6 +23,7 @@ from sqlalchemy.orm import sessionmaker
 
 from monitor.config import Config, WebhookConfig
 from monitor.core.states import DeliveryState
+from monitor.metrics import DELIVERIES
 from monitor.notify.outbox import backoff_delay, parse_retry_after
 from monitor.notify.signing import key_from_env, sign
 from monitor.notify.sinks import with_routing_key
@@ -187,6 +188,7 @@ class Deliverer:
             for row in rows:
                 if row.expires_at <= now:
                     row.state = DeliveryState.EXPIRED
+                    DELIVERIES.labels(row.webhook, "expired").inc()
                     log.warning("webhook %s: delivery %s expired undelivered", row.webhook, row.id)
                     continue
                 row.lease_owner = self.owner
@@ -263,6 +265,9 @@ class Deliverer:
                 "webhook %s: could not record attempt of %s; its lease will run out", webhook.name, claim.id
             )
             return
+        DELIVERIES.labels(webhook.name, "delivered" if result.ok else "failed").inc()
+        if state == DeliveryState.EXPIRED:
+            DELIVERIES.labels(webhook.name, "expired").inc()
         if result.ok:
             log.info("webhook %s: delivered %s in %.0f ms", webhook.name, claim.id, result.latency_ms)
         elif state == DeliveryState.PENDING and delay is not None:
