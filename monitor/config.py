@@ -156,6 +156,21 @@ class MonitorSettings(BaseSettings):
     max_request_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     """Largest request body the web app reads (a host session report carries a whole listing); 413 above."""
 
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, url: str) -> str:
+        """SQLite or PostgreSQL through psycopg, said up front rather than as a missing driver module."""
+        scheme, separator, rest = url.partition("://")
+        if not separator:
+            raise ValueError("not a database URL (use sqlite:///PATH or postgresql+psycopg://USER@HOST/DB)")
+        if scheme in ("postgres", "postgresql"):  # SQLAlchemy's default PostgreSQL driver is not installed
+            return f"postgresql+psycopg://{rest}"
+        if scheme not in ("sqlite", "sqlite+pysqlite", "postgresql+psycopg"):
+            raise ValueError(
+                f"unsupported database {scheme!r}: use sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"
+            )
+        return url
+
     @field_validator("allowed_server_hosts")
     @classmethod
     def _host_entries(cls, entries: list[str]) -> list[str]:

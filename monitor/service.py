@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
 import socket
@@ -50,7 +51,9 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
         scheduler.register(datetime.now(UTC))
         watch = WatchManager(store, scheduler)
         app = create_app(store, config, poll_now=_poll_now(poller, scheduler), alerting=alerting)
-        server = _QuietServer(uvicorn.Config(app, host=host, port=port, log_level="info", lifespan="on"))
+        server = _QuietServer(  # log_config None: uvicorn logs through the process's handlers (`cli.logs`)
+            uvicorn.Config(app, host=host, port=port, log_level="info", lifespan="on", log_config=None)
+        )
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -86,13 +89,22 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
             lock.close()
 
 
+class StartupError(Exception):
+    """`serve` cannot start (the port is taken, the address is not this machine's): one line for the user."""
+
+
 def _listen(host: str, port: int) -> socket.socket:
     """Bind before serving, so the address (even for port 0) is known and connections queue at once."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind((host, port))
-    listener.listen(512)
+    try:
+        listener.bind((host, port))
+        listener.listen(512)
+    except OSError as exc:
+        listener.close()
+        reason = "the port is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
+        raise StartupError(f"cannot listen on {host}:{port}: {reason}") from None
     return listener
 
 

@@ -18,6 +18,8 @@ EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 EXIT_POLL_FAILED = 3
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE, what a shell reports for a command whose reader closed the pipe."""
 DEFAULT_CONFIG = "drift-monitor.toml"
 
 
