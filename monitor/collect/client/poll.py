@@ -66,10 +66,20 @@ async def fetch_listing(target: Target, limits: Limits = Limits()) -> FetchedLis
     try:
         return await poll.run()
     except PollError:
-        refused = (poll.http_status or "").startswith(_SSE_ONLY)
-        if not (target.transport == "http" and target.sse_fallback and refused):
+        if not falls_back_to_sse(poll):
             raise
-    return await Poll(replace(target, transport="sse"), limits).run()
+    return await Poll(as_sse(target), limits).run()
+
+
+def falls_back_to_sse(attempt: Attempt) -> bool:
+    """Whether a failed attempt on a `sse_fallback` target was the URL refusing Streamable HTTP."""
+    target = attempt.target
+    refused = (attempt.http_status or "").startswith(_SSE_ONLY)
+    return target.transport == "http" and target.sse_fallback and refused
+
+
+def as_sse(target: Target) -> Target:
+    return replace(target, transport="sse")
 
 
 class Poll(Attempt):
