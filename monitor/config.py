@@ -145,6 +145,8 @@ class MonitorSettings(BaseSettings):
     """A host session that has not heart-beaten for this long is forgotten."""
     alert_min_severity: Severity = Severity.HIGH
     """Findings at or above this (or any webhook's min_severity, if lower) open alerts."""
+    alert_repost_interval: Duration = 60.0
+    """How often `serve` re-posts the open alerts to each Alertmanager sink."""
     public_url: str = "http://127.0.0.1:8000"
     """Where the dashboard is reachable, for links in webhook payloads."""
     api_token_env: str = "DRIFT_MONITOR_API_TOKEN"  # noqa: S105 - the variable's name, not a token

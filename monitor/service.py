@@ -21,7 +21,7 @@ from monitor.config import Config
 from monitor.notify import sessions
 from monitor.notify.alerts import Alerting, alerting_store
 from monitor.notify.delivery import Deliverer
-from monitor.notify.repost import REPOST_EVERY, repost_open_alerts
+from monitor.notify.repost import repost_open_alerts
 from monitor.store import PollOutcome, Store, check_schema, make_engine
 from monitor.webapp.app import create_app
 
@@ -69,7 +69,8 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
             asyncio.create_task(_check_sessions_forever(store, config, alerting, stop), name="sessions"),
         ]
         if any(webhook.format == "alertmanager" for webhook in config.webhooks):
-            background.append(asyncio.create_task(_repost_forever(store, alerting, stop), name="repost"))
+            repost = _repost_forever(store, alerting, config.monitor.alert_repost_interval, stop)
+            background.append(asyncio.create_task(repost, name="repost"))
         scheduler.start()
         url = f"http://{host}:{bound}"
         log.info("drift-monitor %s serving on %s", owner, url)
@@ -146,8 +147,8 @@ async def _check_sessions_forever(
             await asyncio.wait_for(stop.wait(), settings.session_check_interval)
 
 
-async def _repost_forever(store: Store, alerting: Alerting, stop: asyncio.Event) -> None:
-    """Every minute, the open alerts to each Alertmanager sink (`monitor.notify.repost`)."""
+async def _repost_forever(store: Store, alerting: Alerting, every: float, stop: asyncio.Event) -> None:
+    """The open alerts to each Alertmanager sink, every `every` seconds (`monitor.notify.repost`)."""
 
     def queue() -> None:
         with store.sessions.begin() as session:
@@ -159,4 +160,4 @@ async def _repost_forever(store: Store, alerting: Alerting, stop: asyncio.Event)
         except Exception:
             log.exception("re-posting open alerts to Alertmanager failed")
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), REPOST_EVERY.total_seconds())
+            await asyncio.wait_for(stop.wait(), every)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -183,3 +185,53 @@ def test_sink_config(tmp_path: Any) -> None:
     path.write_text('[[webhooks]]\nname = "pd"\nformat = "pagerduty"\n', encoding="utf-8")
     with pytest.raises(ConfigError, match="routing_key_env: required"):
         load_config(path)
+
+
+@pytest.mark.usefixtures("no_leaked_processes")
+def test_serve_flips_reach_alertmanager_and_pagerduty(tmp_path: Path, database_url: str) -> None:
+    """End to end through `serve`: a real MCP server whose purge_tenant loses readOnlyHint, then gets
+    it back. Alertmanager holds one alert (read-only-revoked, critical), re-posted while open and
+    ended on resolve; PagerDuty gets trigger then resolve with one dedup_key."""
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(tools(read_only=True)), encoding="utf-8")
+    env = {**os.environ, ROUTING_ENV: ROUTING_KEY}
+    with (
+        Alertmanager() as alertmanager,
+        PagerDuty() as pagerduty,
+        support.http_server("fastmcp_server.py", str(tools_file)) as mcp_url,
+    ):
+        config = tmp_path / "monitor.toml"
+        config.write_text(
+            f'[monitor]\ndatabase_url = "{database_url}"\npoll_interval = "1s"\npoll_timeout = "10s"\n'
+            'alert_repost_interval = "1s"\n\n'
+            f'[[servers]]\nname = "tenants"\ntransport = "http"\nurl = "{mcp_url}"\n\n'
+            f'[[webhooks]]\nname = "am"\nformat = "alertmanager"\nurl = "{alertmanager.url}"\n\n'
+            f'[[webhooks]]\nname = "pd"\nformat = "pagerduty"\nurl = "{pagerduty.url}"\n'
+            f'routing_key_env = "{ROUTING_ENV}"\nmin_severity = "critical"\n',
+            encoding="utf-8",
+        )
+        support.migrate_config(config, env)
+        with support.serving(config, env) as running:
+            support.wait_until(
+                "a first poll",
+                lambda: "server tenants: new version 1 " in running.output(),  # its log line
+                timeout=support.WAIT,
+                alive=[running],
+            )
+            tools_file.write_text(json.dumps(tools(read_only=False)), encoding="utf-8")
+            assert alertmanager.wait_for(lambda am: any(a.posts >= 3 for a in am.alerts.values())), (
+                "opened, then re-posted while open" + running.tail()
+            )
+            assert pagerduty.wait_for(lambda pd: len(pd.events) >= 1), running.tail()
+            tools_file.write_text(json.dumps(tools(read_only=True)), encoding="utf-8")
+            assert alertmanager.wait_for(lambda am: all(a.explicit_end for a in am.alerts.values())), (
+                running.tail()
+            )
+            assert pagerduty.wait_for(lambda pd: [e.action for e in pd.events][-1:] == ["resolve"])
+            assert running.stop() == 0, running.output()
+    (only,) = alertmanager.alerts.values()
+    assert only.labels["alertname"] == "read-only-revoked" and only.labels["severity"] == "critical"
+    assert only.labels["server"] == "tenants" and only.labels["tool"] == "purge_tenant"
+    assert alertmanager.rejected == [] and pagerduty.rejected == []
+    assert [e.action for e in pagerduty.events] == ["trigger", "resolve"]
+    assert len({e.dedup_key for e in pagerduty.events}) == 1

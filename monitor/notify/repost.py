@@ -1,7 +1,8 @@
 """Open alerts re-posted to each Alertmanager sink, as Prometheus re-sends firing alerts.
 
 Alertmanager forgets an alert it has not heard of for `resolve_timeout` (5 minutes by default) and
-keeps nothing across a restart without persistence. So every minute `serve` queues one delivery per
+keeps nothing across a restart without persistence. So every minute (`[monitor]
+alert_repost_interval`) `serve` queues one delivery per
 Alertmanager sink carrying every unresolved alert that sink wants. It goes through the outbox like
 any delivery; while one is still pending (a dead Alertmanager), no other is queued, so an outage
 does not pile up re-posts.
@@ -21,7 +22,8 @@ from monitor.notify.payloads import ALERT_OPENED, alert_payload
 from monitor.notify.sinks import ALERTS_FIRING
 from monitor.store.models import Alert, Server, WebhookDelivery
 
-REPOST_EVERY = timedelta(minutes=1)
+REPOST_EXPIRY = timedelta(minutes=1)
+"""A re-post not delivered by then is dropped: the next one carries the same alerts, fresher."""
 MAX_ALERTS = 1000
 """Alerts in one re-post, worst first; the oldest of more than that are re-posted no longer."""
 
@@ -57,7 +59,7 @@ def repost_open_alerts(session: Session, policy: Alerting, now: datetime) -> int
             continue
         events = [alert_payload(ALERT_OPENED, alert, server, [], policy.base_url) for alert, server in rows]
         payload = {"type": ALERTS_FIRING, "alerts": events}
-        enqueue(session, webhook, payload, alert_id=None, now=now, expires_after=REPOST_EVERY)
+        enqueue(session, webhook, payload, alert_id=None, now=now, expires_after=REPOST_EXPIRY)
         queued += 1
     if queued and policy.on_enqueue is not None:
         wake_after_commit(session, policy.on_enqueue)
