@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if not getattr(args, "logs", False):
-        logs.configure("error")  # the command prints what happened itself; log lines would repeat it
+        logs.quiet()
     try:
         code: int = args.run(args)
         sys.stdout.flush()  # a closed pipe shows here, not as a traceback at interpreter exit

@@ -34,18 +34,31 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
+class _OurHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The handler `configure` installs, told apart from any other (a test runner's) on the root."""
+
+
 def configure(level: str = "info", fmt: str = "text") -> None:
     """Root logging to stderr for this process; chatty libraries only at DEBUG."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _OurHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
-    for existing in list(root.handlers):
+    for existing in [h for h in root.handlers if isinstance(h, _OurHandler)]:
         root.removeHandler(existing)
     root.addHandler(handler)
     numeric = getattr(logging, level.upper())
     root.setLevel(numeric)
     for name in CHATTY:
         logging.getLogger(name).setLevel(logging.DEBUG if numeric <= logging.DEBUG else logging.WARNING)
+
+
+def quiet() -> None:
+    """For the one-shot commands, which print what happened themselves: the monitor's log records
+    (a failed poll, an alert opened) are not echoed to stderr by logging's last-resort handler."""
+    for name in ("drift_monitor", "monitor"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+            logger.addHandler(logging.NullHandler())
