@@ -233,7 +233,12 @@ def load_config(path: str | Path | None) -> Config:
     skipped: list[str] = []
     if monitor.import_:
         imported, skipped = _import_mcp_servers(Path(path).parent / monitor.import_, source)
-        servers += imported
+        defined = {server.name for server in servers}
+        for server in imported:  # the config file's own table wins over a host's entry
+            if server.name in defined:
+                skipped.append(f"{source}: import: {server.name!r} skipped: also defined in [[servers]]")
+            else:
+                servers.append(server)
     webhooks = [
         _model(WebhookConfig, entry, f"{source}: webhooks[{i}]")
         for i, entry in enumerate(_array(data, "webhooks", source))

@@ -247,3 +247,20 @@ def test_url_only_entry_reaches_an_sse_server(tmp_path: Path) -> None:
         assert listing.tools == tools
         with pytest.raises(PollError, match="405"):
             anyio.run(fetch_listing, target_for(config, config.server("strict")), Limits(timeout=20))
+
+
+def test_a_config_table_wins_over_an_imported_entry(tmp_path: Path) -> None:
+    (tmp_path / "mcp.json").write_text(
+        json.dumps({"mcpServers": {"git": {"command": "from-host"}, "time": {"command": "mcp-time"}}}),
+        encoding="utf-8",
+    )
+    (tmp_path / "monitor.toml").write_text(
+        '[monitor]\nimport = "mcp.json"\n\n'
+        '[[servers]]\nname = "git"\ntransport = "stdio"\ncommand = "ours"\n',
+        encoding="utf-8",
+    )
+    config = load_config(tmp_path / "monitor.toml")
+    assert shape(config) == {"git": ("stdio", "ours", False), "time": ("stdio", "mcp-time", False)}
+    assert config.skipped == [
+        f"{tmp_path / 'monitor.toml'}: import: 'git' skipped: also defined in [[servers]]"
+    ]
