@@ -268,8 +268,8 @@ class Deliverer:
         DELIVERIES.labels(webhook.name, "delivered" if result.ok else "failed").inc()
         if state == DeliveryState.EXPIRED:
             DELIVERIES.labels(webhook.name, "expired").inc()
-        if result.ok:
-            log.info("webhook %s: delivered %s in %.0f ms", webhook.name, claim.id, result.latency_ms)
+        if result.ok:  # routine (Alertmanager re-posts come every minute): counted, logged at DEBUG
+            log.debug("webhook %s: delivered %s in %.0f ms", webhook.name, claim.id, result.latency_ms)
         elif state == DeliveryState.PENDING and delay is not None:
             log.warning(
                 "webhook %s: %s failed (%s); retrying in %.1f s", webhook.name, claim.id, error, delay
