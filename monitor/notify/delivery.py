@@ -272,10 +272,22 @@ class Deliverer:
             log.debug("webhook %s: delivered %s in %.0f ms", webhook.name, claim.id, result.latency_ms)
         elif state == DeliveryState.PENDING and delay is not None:
             log.warning(
-                "webhook %s: %s failed (%s); retrying in %.1f s", webhook.name, claim.id, error, delay
+                "webhook %s: %s failed (%s); retrying in %.1f s",
+                webhook.name,
+                claim.id,
+                error,
+                delay,
+                extra={"event": "delivery.failed", "webhook": webhook.name, "delivery_id": claim.id},
             )
         else:
-            log.warning("webhook %s: %s failed (%s); now %s", webhook.name, claim.id, error, state)
+            log.warning(
+                "webhook %s: %s failed (%s); now %s",
+                webhook.name,
+                claim.id,
+                error,
+                state,
+                extra={"event": "delivery.failed", "webhook": webhook.name, "delivery_id": claim.id},
+            )
 
     def _record(self, claim: _Claim, result: _Result) -> tuple[str, float | None]:
         """Store the attempt and the delivery's next state; returns (state, seconds to the retry)."""
