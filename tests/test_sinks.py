@@ -229,6 +229,7 @@ def test_serve_flips_reach_alertmanager_and_pagerduty(tmp_path: Path, database_u
             )
             assert pagerduty.wait_for(lambda pd: [e.action for e in pd.events][-1:] == ["resolve"])
             assert running.stop() == 0, running.output()
+            assert ROUTING_KEY not in running.output(), "the routing key is never logged"
     (only,) = alertmanager.alerts.values()
     assert only.labels["alertname"] == "read-only-revoked" and only.labels["severity"] == "critical"
     assert only.labels["server"] == "tenants" and only.labels["tool"] == "purge_tenant"
