@@ -26,12 +26,14 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from monitor.core.hostconfigs import read_host_config
 from monitor.core.hosts import HostPolicy, check_host_entry
 from monitor.core.rules import Severity
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 M = TypeVar("M", bound=BaseModel)
+PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 
 
 class ConfigError(ValueError):
@@ -73,6 +75,9 @@ class ServerConfig(BaseModel):
     interval: Duration | None = None
     timeout: Duration | None = None
     era: Literal["handshake", "modern"] = "handshake"
+    sse_fallback: bool = False
+    """For transport "http": when the URL refuses Streamable HTTP with a 4xx, poll it over SSE, as
+    hosts do with a bare `url` (set for such imported entries)."""
 
     @model_validator(mode="after")
     def _transport_fields(self) -> ServerConfig:
@@ -84,7 +89,7 @@ class ServerConfig(BaseModel):
         else:
             if not self.url:
                 raise ValueError(f'url: required for transport "{self.transport}"')
-            if not re.match(r"^https?://", self.url):
+            if not re.match(r"^(https?://|\$\{)", self.url):  # a leading ${VAR} is checked once expanded
                 raise ValueError(f"url: must start with http:// or https:// (got {self.url!r})")
             if self.command or self.args:
                 raise ValueError(f'command, args: not used by transport "{self.transport}"')
@@ -95,10 +100,27 @@ class WebhookConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1)
-    url: str
+    url: str = ""
+    """Where to POST; for "alertmanager" its `/api/v2/alerts`, for "pagerduty" by default
+    PagerDuty's Events API v2 endpoint."""
     secret_env: str | None = None
     min_severity: Severity = Severity.HIGH
-    format: Literal["standard", "slack"] = "standard"
+    format: Literal["standard", "slack", "alertmanager", "pagerduty"] = "standard"
+    routing_key_env: str | None = None
+    """"pagerduty": the variable holding the integration's routing key, added to each event as it
+    is sent (never stored in the outbox)."""
+
+    @model_validator(mode="after")
+    def _format_fields(self) -> WebhookConfig:
+        if self.format == "pagerduty":
+            self.url = self.url or PAGERDUTY_EVENTS_URL
+            if not self.routing_key_env:
+                raise ValueError('routing_key_env: required for format "pagerduty"')
+        elif self.routing_key_env:
+            raise ValueError('routing_key_env: only used by format "pagerduty"')
+        if not re.match(r"^https?://", self.url):
+            raise ValueError(f"url: must start with http:// or https:// (got {self.url!r})")
+        return self
 
 
 class MonitorSettings(BaseSettings):
@@ -123,6 +145,8 @@ class MonitorSettings(BaseSettings):
     """A host session that has not heart-beaten for this long is forgotten."""
     alert_min_severity: Severity = Severity.HIGH
     """Findings at or above this (or any webhook's min_severity, if lower) open alerts."""
+    alert_repost_interval: Duration = 60.0
+    """How often `serve` re-posts the open alerts to each Alertmanager sink."""
     public_url: str = "http://127.0.0.1:8000"
     """Where the dashboard is reachable, for links in webhook payloads."""
     api_token_env: str = "DRIFT_MONITOR_API_TOKEN"  # noqa: S105 - the variable's name, not a token
@@ -133,6 +157,21 @@ class MonitorSettings(BaseSettings):
     (see `HostPolicy`). Config-file servers are not restricted."""
     max_request_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     """Largest request body the web app reads (a host session report carries a whole listing); 413 above."""
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, url: str) -> str:
+        """SQLite or PostgreSQL through psycopg, said up front rather than as a missing driver module."""
+        scheme, separator, rest = url.partition("://")
+        if not separator:
+            raise ValueError("not a database URL (use sqlite:///PATH or postgresql+psycopg://USER@HOST/DB)")
+        if scheme in ("postgres", "postgresql"):  # SQLAlchemy's default PostgreSQL driver is not installed
+            return f"postgresql+psycopg://{rest}"
+        if scheme not in ("sqlite", "sqlite+pysqlite", "postgresql+psycopg"):
+            raise ValueError(
+                f"unsupported database {scheme!r}: use sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"
+            )
+        return url
 
     @field_validator("allowed_server_hosts")
     @classmethod
@@ -161,6 +200,8 @@ class Config:
     servers: list[ServerConfig] = field(default_factory=list)
     webhooks: list[WebhookConfig] = field(default_factory=list)
     source: str = "(defaults)"
+    skipped: list[str] = field(default_factory=list)
+    """Imported entries that could not be used, one line each naming the entry and why."""
 
     def server(self, name: str) -> ServerConfig:
         for server in self.servers:
@@ -189,9 +230,15 @@ def load_config(path: str | Path | None) -> Config:
     servers = [
         _server(entry, f"{source}: servers[{i}]") for i, entry in enumerate(_array(data, "servers", source))
     ]
+    skipped: list[str] = []
     if monitor.import_:
-        base = Path(path).parent
-        servers += _import_mcp_servers(base / monitor.import_, source)
+        imported, skipped = _import_mcp_servers(Path(path).parent / monitor.import_, source)
+        defined = {server.name for server in servers}
+        for server in imported:  # the config file's own table wins over a host's entry
+            if server.name in defined:
+                skipped.append(f"{source}: import: {server.name!r} skipped: also defined in [[servers]]")
+            else:
+                servers.append(server)
     webhooks = [
         _model(WebhookConfig, entry, f"{source}: webhooks[{i}]")
         for i, entry in enumerate(_array(data, "webhooks", source))
@@ -201,7 +248,7 @@ def load_config(path: str | Path | None) -> Config:
         if server.name in seen:
             raise ConfigError(f"{source}: server {server.name!r} is defined twice")
         seen.add(server.name)
-    return Config(monitor=monitor, servers=servers, webhooks=webhooks, source=source)
+    return Config(monitor=monitor, servers=servers, webhooks=webhooks, source=source, skipped=skipped)
 
 
 def _settings(values: dict[str, Any], source: str) -> MonitorSettings:
@@ -250,8 +297,11 @@ def _explain(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _import_mcp_servers(path: Path, source: str) -> list[ServerConfig]:
-    """Servers from an `mcpServers` JSON file, the format desktop hosts and editors use."""
+def _import_mcp_servers(path: Path, source: str) -> tuple[list[ServerConfig], list[str]]:
+    """Servers from a host's JSON config (Claude Desktop or Code, Cursor, VS Code, Windsurf, Gemini CLI).
+
+    An entry that cannot be imported is skipped and reported by name; the others are imported.
+    """
     where = f"{source}: import {str(path)!r}"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -259,21 +309,17 @@ def _import_mcp_servers(path: Path, source: str) -> list[ServerConfig]:
         raise ConfigError(f"{where}: cannot read: {exc.strerror or exc}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{where}: not JSON: {exc}") from exc
-    servers = data.get("mcpServers") if isinstance(data, dict) else None
-    if not isinstance(servers, dict):
-        raise ConfigError(f"{where}: no 'mcpServers' object")
-    result = []
-    for name, entry in servers.items():
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{where}: mcpServers.{name}: must be an object")
-        kind = str(entry.get("type") or entry.get("transport") or "").lower()
-        if "url" in entry:
-            transport = "sse" if kind == "sse" else "http"
-            fields = {"url": entry["url"], "headers": entry.get("headers", {})}
-        else:
-            transport = "stdio"
-            fields = {k: entry[k] for k in ("command", "args", "env", "cwd") if k in entry}
-        result.append(
-            _model(ServerConfig, {"name": name, "transport": transport, **fields}, f"{where}: {name!r}")
-        )
-    return result
+    folder = path.resolve().parent
+    workspace = folder.parent if folder.name in (".vscode", ".cursor", ".gemini") else folder
+    try:
+        entries = read_host_config(data, workspace=str(workspace), home=str(Path.home()))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    problems = [f"{where}: {name!r} skipped: {reason}" for name, reason in entries.errors.items()]
+    servers = []
+    for name, fields in entries.servers.items():
+        try:
+            servers.append(ServerConfig.model_validate({"name": name, **fields}))
+        except ValidationError as exc:
+            problems.append(f"{where}: {name!r} skipped: {_explain(exc)}")
+    return servers, problems

@@ -476,7 +476,8 @@ def test_healthz_reports_an_unreachable_database(tmp_path: Any, monkeypatch: pyt
         broken.engine.dispose()
 
 
-def test_metrics_read_from_the_database(client: TestClient) -> None:
+def test_metrics_gauges_read_from_the_database(client: TestClient) -> None:
+    """State is read at scrape time; events are this process's counters (tests/test_metrics.py)."""
     response = client.get("/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
@@ -484,32 +485,29 @@ def test_metrics_read_from_the_database(client: TestClient) -> None:
     samples = {
         (s.name, tuple(sorted(s.labels.items()))): s.value for f in families.values() for s in f.samples
     }
-    assert samples[("drift_monitor_polls_total", (("outcome", "ok"),))] == 4 * 2 + 1
-    assert samples[("drift_monitor_polls_total", (("outcome", "failed"),))] == 3
-    assert samples[("drift_monitor_poll_failures_total", ())] == 3
     assert samples[("drift_monitor_open_alerts", (("severity", "critical"),))] == 1
     assert samples[("drift_monitor_open_alerts", (("severity", "high"),))] == 1
     assert samples[("drift_monitor_alerts", (("severity", "medium"), ("state", "acknowledged")))] == 1
     assert samples[("drift_monitor_webhook_deliveries_pending", ())] == 1
     assert samples[("drift_monitor_servers", (("status", "failing"),))] == 1
-    assert families["drift_monitor_poll_duration_seconds"].type == "histogram"  # no gauge histograms here
-    assert samples[("drift_monitor_poll_duration_seconds_bucket", (("le", "+Inf"),))] == 0  # none this hour
-
-    client.app.state.web.clock = lambda: T0 + timedelta(hours=3, minutes=45)  # type: ignore[attr-defined]
-    recent = {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for f in text_string_to_metric_families(client.get("/metrics").text)
-        for s in f.samples
-    }
-    assert recent[("drift_monitor_poll_duration_seconds_bucket", (("le", "0.1"),))] == 0
-    assert recent[("drift_monitor_poll_duration_seconds_bucket", (("le", "0.25"),))] == 2  # 120 ms each
-    assert recent[("drift_monitor_poll_duration_seconds_gsum", ())] == pytest.approx(0.24)
+    assert samples[("drift_monitor_snapshot_versions", ())] == 5
+    assert samples[("drift_monitor_server_up", (("server", "search"),))] == 1
+    assert samples[("drift_monitor_server_up", (("server", "files"),))] == 0
+    assert samples[("drift_monitor_server_version", (("server", "search"),))] == 4
+    assert (
+        samples[("drift_monitor_server_open_alerts", (("server", "search"), ("severity", "critical")))] == 1
+    )
+    assert samples[("drift_monitor_server_open_alerts", (("server", "search"), ("severity", "medium")))] == 1
+    assert samples[("drift_monitor_server_open_alerts", (("server", "files"), ("severity", "high")))] == 0
+    assert families["drift_monitor_poll_duration_seconds"].type == "histogram"
+    assert families["drift_monitor_polls"].type == "counter"
+    assert families["drift_monitor_build_info"].type == "gauge"
 
     openmetrics = client.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
     assert openmetrics.headers["content-type"].startswith("application/openmetrics-text")
-    assert "# TYPE drift_monitor_poll_duration_seconds gaugehistogram" in openmetrics.text
-    assert openmetrics.text.endswith("# EOF\n")
-    assert samples[("drift_monitor_snapshot_versions", ())] == 5
+    assert "gaugehistogram" not in openmetrics.text
+    assert "# TYPE drift_monitor_poll_duration_seconds histogram" in openmetrics.text
+    assert openmetrics.text.endswith("# EOF\n") and openmetrics.text.count("# EOF") == 1
 
 
 def test_openapi_describes_every_endpoint(client: TestClient) -> None:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import ParamSpec
 
 from monitor.collect.client import Limits, PollError, Target, fetch_listing
+from monitor.collect.observe import observe_poll
 from monitor.collect.targets import limits_for, target_for
 from monitor.config import Config
 from monitor.core.fingerprint import META_KEY, CanonicalListing
@@ -69,8 +70,14 @@ class Poller:
         return list(await asyncio.gather(*(one(job) for job in jobs)))
 
     async def poll_one(self, job: Job) -> PollOutcome:
-        started = datetime.now(UTC)
+        """Poll and record one server; counted and, when it matters, logged (`observe_poll`)."""
         clock = time.perf_counter()
+        outcome = await self._poll_and_record(job, clock)
+        observe_poll(outcome, time.perf_counter() - clock)
+        return outcome
+
+    async def _poll_and_record(self, job: Job, clock: float) -> PollOutcome:
+        started = datetime.now(UTC)
         try:
             fetched = await fetch_listing(job.target, job.limits)
             listing = CanonicalListing.of(validate_tools(fetched.tools))

@@ -74,6 +74,11 @@ def load_listing(path: str | Path) -> list[Tool]:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ListingError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from exc
+    return read_listing(text, str(path))
+
+
+def read_listing(text: str, path: str) -> list[Tool]:
+    """Parse a listing's JSON text; every failure is a ListingError naming `path` (a file, or <stdin>)."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -23,8 +23,10 @@ from monitor.config import Config, WebhookConfig
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.rules import TOOL_RULES, Check
 from monitor.core.states import AlertState
+from monitor.notify.events import alert_event
 from monitor.notify.outbox import DEFAULT_EXPIRY, enqueue, wake_after_commit
 from monitor.notify.payloads import ALERT_OPENED, ALERT_RESOLVED, MAX_FINDINGS, alert_payload
+from monitor.notify.sinks import ALERT_ACKNOWLEDGED
 from monitor.store.db import insert
 from monitor.store.models import (
     Alert,
@@ -251,6 +253,7 @@ def open_or_attach(
         if alert_id is not None:
             alert = session.get_one(Alert, alert_id)
             session.add_all(AlertFinding(alert_id=alert.id, finding_id=f.id) for f in findings)
+            alert_event(session, alert, server.name, "opened")
             _announce(
                 session, alert, server.name, ALERT_OPENED, policy.webhooks_for(severity.rank), now, policy
             )
@@ -264,6 +267,7 @@ def resolve(session: Session, alert: Alert, now: datetime, *, policy: Alerting) 
         return
     alert.state, alert.resolved_at, alert.open_key = AlertState.RESOLVED, now, None
     server = session.get_one(Server, alert.server_id)
+    alert_event(session, alert, server.name, "resolved")
     _announce(
         session, alert, server.name, ALERT_RESOLVED, policy.webhooks_for(alert.severity_rank), now, policy
     )
@@ -286,11 +290,21 @@ def resolve_matching(
     return alert
 
 
-def acknowledge(session: Session, alert_id: int, now: datetime) -> Alert | None:
-    """Mark an open alert as seen; it stays unresolved until its condition clears. None: no such alert."""
+def acknowledge(
+    session: Session, alert_id: int, now: datetime, *, policy: Alerting | None = None
+) -> Alert | None:
+    """Mark an open alert as seen; it stays unresolved until its condition clears. None: no such alert.
+
+    With the `policy`, the PagerDuty sinks that heard it open hear of it (SPEC 9 webhooks do not).
+    """
     alert = session.get(Alert, alert_id, with_for_update=True)
     if alert is not None and alert.state == AlertState.OPEN:
         alert.state, alert.acknowledged_at = AlertState.ACKNOWLEDGED, now
+        server = session.get_one(Server, alert.server_id)
+        alert_event(session, alert, server.name, "acknowledged")
+        if policy is not None:
+            paging = [w for w in policy.webhooks_for(alert.severity_rank) if w.format == "pagerduty"]
+            _announce(session, alert, server.name, ALERT_ACKNOWLEDGED, paging, now, policy)
     return alert
 
 

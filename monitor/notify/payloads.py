@@ -9,6 +9,7 @@ from typing import Any
 
 from monitor.config import WebhookConfig
 from monitor.core.text import make_visible
+from monitor.notify.sinks import alertmanager_alerts, pagerduty_event
 from monitor.store.models import Alert, FindingRecord
 from monitor.store.records import AlertRecord, FindingFields
 
@@ -63,7 +64,13 @@ def render(webhook: WebhookConfig, payload: dict[str, Any]) -> str:
     ASCII-only JSON: server text may hold lone surrogates that UTF-8 cannot encode, and escaping
     makes the signed bytes independent of any encoding step.
     """
-    body = slack_message(payload) if webhook.format == "slack" else payload
+    body: Any = payload
+    if webhook.format == "slack":
+        body = slack_message(payload)
+    elif webhook.format == "alertmanager":
+        body = alertmanager_alerts(payload)
+    elif webhook.format == "pagerduty":
+        body = pagerduty_event(payload)
     return json.dumps(body, separators=(",", ":"))
 
 

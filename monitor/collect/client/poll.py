@@ -18,6 +18,7 @@ import json
 import time
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -44,6 +45,8 @@ from monitor.collect.client.target import CLIENT_INFO, Era, FetchedListing, Limi
 from monitor.core.hosts import HostPolicy
 from monitor.core.states import PollErrorKind, ServerOrigin
 
+_SSE_ONLY = ("HTTP 400 ", "HTTP 404 ", "HTTP 405 ")
+"""How an SSE-only server (the 2024-11-05 transport) answers a Streamable HTTP POST."""
 Negotiated = tuple[Era, dict[str, Any] | None, dict[str, Any]]
 """The era, the serverInfo as sent, and the capabilities as sent."""
 
@@ -53,8 +56,30 @@ class _Raw(RootModel[dict[str, Any]]):
 
 
 async def fetch_listing(target: Target, limits: Limits = Limits()) -> FetchedListing:  # noqa: B008 - frozen
-    """Connect to `target`, negotiate its era, and return the complete tool listing as sent."""
-    return await Poll(target, limits).run()
+    """Connect to `target`, negotiate its era, and return the complete tool listing as sent.
+
+    A Streamable HTTP target with `sse_fallback` whose URL refuses the POST with 400, 404 or 405
+    is polled over SSE instead, the backwards-compatibility path the MCP specification gives
+    clients and hosts take for a bare `url`.
+    """
+    poll = Poll(target, limits)
+    try:
+        return await poll.run()
+    except PollError:
+        if not falls_back_to_sse(poll):
+            raise
+    return await Poll(as_sse(target), limits).run()
+
+
+def falls_back_to_sse(attempt: Attempt) -> bool:
+    """Whether a failed attempt on a `sse_fallback` target was the URL refusing Streamable HTTP."""
+    target = attempt.target
+    refused = (attempt.http_status or "").startswith(_SSE_ONLY)
+    return target.transport == "http" and target.sse_fallback and refused
+
+
+def as_sse(target: Target) -> Target:
+    return replace(target, transport="sse")
 
 
 class Poll(Attempt):

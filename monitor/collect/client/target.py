@@ -37,6 +37,8 @@ class Target:
     """Extra environment for a stdio server, over the SDK's small safe default; scrubbed like headers."""
     cwd: str | None = None
     era: Era = "handshake"
+    sse_fallback: bool = False
+    """For "http": poll over SSE when the URL refuses Streamable HTTP with a 4xx (`fetch_listing`)."""
     secrets: Sequence[str] = ()
     """Every value `${VAR}`-expanded into this target (the URL included): scrubbed from messages too."""
     origin: ServerOrigin = ServerOrigin.API

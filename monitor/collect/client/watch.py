@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from monitor.collect.client.errors import clip, stream_error, transport_failure
 from monitor.collect.client.http import EventHooks, NoticedBody, media_type, status_line
-from monitor.collect.client.poll import Poll
+from monitor.collect.client.poll import Poll, as_sse, falls_back_to_sse
 from monitor.collect.client.stdio import EndNoticed
 from monitor.collect.client.target import Era, Limits, PollError, Target
 from monitor.core.states import PollErrorKind
@@ -51,7 +51,13 @@ async def watch_list_changed(
     of the HTTP notification stream); raises `PollError` when the session cannot be established or
     drops (including a stdio server exiting). Cancelling closes the session and stops a stdio server.
     """
-    await _Watch(target, limits, on_ready=on_ready, on_change=on_change).watch()
+    attempt = _Watch(target, limits, on_ready=on_ready, on_change=on_change)
+    try:
+        await attempt.watch()
+    except PollError:
+        if not falls_back_to_sse(attempt):  # as `fetch_listing` does for a bare `url`
+            raise
+        await _Watch(as_sse(target), limits, on_ready=on_ready, on_change=on_change).watch()
 
 
 class _Watch(Poll):

@@ -29,7 +29,7 @@ from monitor.store.queries.history import (
     tool_history,
     version_summaries,
 )
-from monitor.store.queries.metrics import MetricsData, read_metrics
+from monitor.store.queries.metrics import MetricsData, ServerMetrics, read_metrics
 from monitor.store.queries.servers import (
     AttemptRow,
     find_server,
@@ -45,6 +45,7 @@ __all__ = [
     "DiffView",
     "InForce",
     "MetricsData",
+    "ServerMetrics",
     "ToolChangeView",
     "alert_state_counts",
     "current_snapshots",

@@ -70,7 +70,7 @@ def ack_alert(
     web: Web, alert: Annotated[AlertRecord, Depends(alert_or_404)], session: WriteSession
 ) -> AlertRecord:
     """Through `monitor.notify.alerts`, which owns alert state; answers the alert as it now is."""
-    alerts.acknowledge(session, alert.id, web.now())
+    alerts.acknowledge(session, alert.id, web.now(), policy=web.alerting)
     acknowledged = queries.find_alert(session, alert.id)
     assert acknowledged is not None  # alert_or_404 found it in this same transaction
     return acknowledged

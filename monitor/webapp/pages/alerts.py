@@ -71,7 +71,7 @@ def acknowledge(
 ) -> Response:
     """Acknowledged through `monitor.notify.alerts`, which owns alert state; back to where the form was.
     The form is checked first, then who posted it, then the alert (the parameters' order)."""
-    alerts.acknowledge(session, alert.id, web.now())
+    alerts.acknowledge(session, alert.id, web.now(), policy=web.alerting)
     target = safe_next(fields.get("next"), "/alerts")
     separator = "&" if "?" in target else "?"
     return RedirectResponse(f"{target}{separator}done={alert.id}", status_code=303)
