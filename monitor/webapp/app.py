@@ -29,6 +29,7 @@ from monitor.notify.alerts import Alerting
 from monitor.store import Store
 from monitor.webapp.api import alerts, changes, health, servers, sessions, snapshots
 from monitor.webapp.api.schemas import PATTERN_MESSAGES, ApiJSONResponse
+from monitor.webapp.api.strict import known_query_only
 from monitor.webapp.context import PollNow, WebContext
 from monitor.webapp.deps import BEARER_REQUIRED, LoginRequired, require_read
 from monitor.webapp.pages import alerts as alert_pages
@@ -235,7 +236,7 @@ def create_app(
         return ApiJSONResponse(app.openapi())
 
     for api_module in (health, servers, snapshots, changes, alerts, sessions):
-        app.include_router(api_module.router)
+        app.include_router(api_module.router, dependencies=[Depends(known_query_only)])
     app.include_router(health.public)
     for page_module in (auth, overview, server_pages, alert_pages, session_pages, at):
         app.include_router(page_module.router)

@@ -1,0 +1,189 @@
+"""What the dashboard needs in the middle of an incident: the diff behind each alert, fleet-wide
+alert counts, the version a host session holds, and a tool found by name across every server."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, aliased
+
+from monitor.core.states import AlertState
+from monitor.store.models import (
+    Alert,
+    AlertFinding,
+    FindingRecord,
+    Listing,
+    ListingTool,
+    Server,
+    Snapshot,
+    ToolDefinition,
+)
+from monitor.store.queries.history import tool_history
+from monitor.store.records import ToolVersionRecord
+
+_FROM = aliased(Snapshot)
+_TO = aliased(Snapshot)
+
+
+def alert_diffs(session: Session, alert_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
+    """For each alert caused by a listing change: the versions of the newest finding it gathered
+    (from, to), i.e. the diff that caused it. Server and session alerts have none."""
+    if not alert_ids:
+        return {}
+    newest = (
+        select(AlertFinding.alert_id, func.max(AlertFinding.finding_id).label("finding_id"))
+        .join(FindingRecord, FindingRecord.id == AlertFinding.finding_id)
+        .where(AlertFinding.alert_id.in_(list(alert_ids)), FindingRecord.to_snapshot_id.is_not(None))
+        .group_by(AlertFinding.alert_id)
+        .subquery()
+    )
+    rows = session.execute(
+        select(newest.c.alert_id, _FROM.version, _TO.version)
+        .join(FindingRecord, FindingRecord.id == newest.c.finding_id)
+        .join(_FROM, _FROM.id == FindingRecord.from_snapshot_id)
+        .join(_TO, _TO.id == FindingRecord.to_snapshot_id)
+    ).all()
+    return {int(alert_id): (int(old), int(new)) for alert_id, old, new in rows}
+
+
+def fleet_alert_counts(session: Session) -> dict[AlertState, dict[str, int]]:
+    """Unresolved alerts of the whole fleet by state and severity (for the overview's tiles)."""
+    counts: dict[AlertState, dict[str, int]] = {state: {} for state in AlertState.unresolved()}
+    rows = session.execute(
+        select(Alert.state, Alert.severity, func.count())
+        .where(Alert.state.in_([s.value for s in AlertState.unresolved()]))
+        .group_by(Alert.state, Alert.severity)
+    )
+    for state, severity, count in rows:
+        counts[AlertState(state)][severity] = int(count)
+    return counts
+
+
+def acknowledged_counts(session: Session) -> dict[int, int]:
+    """Acknowledged (not yet resolved) alerts per server id: shown next to the open ones."""
+    rows = session.execute(
+        select(Alert.server_id, func.count())
+        .where(Alert.state == AlertState.ACKNOWLEDGED)
+        .group_by(Alert.server_id)
+    )
+    return {int(server_id): int(count) for server_id, count in rows}
+
+
+def alert_rules(session: Session) -> list[str]:
+    """The rules any stored alert has, for the alerts page's filter."""
+    return list(session.scalars(select(Alert.rule).distinct().order_by(Alert.rule)))
+
+
+def session_alerts(session: Session) -> dict[tuple[str, str], list[tuple[int, str, str]]]:
+    """Unresolved alerts about host sessions: (server, session id) -> [(alert id, rule, severity)]."""
+    rows = session.execute(
+        select(Server.name, Alert.session_id, Alert.id, Alert.rule, Alert.severity)
+        .join(Server, Server.id == Alert.server_id)
+        .where(Alert.session_id.is_not(None), Alert.state.in_([s.value for s in AlertState.unresolved()]))
+        .order_by(Alert.severity_rank.desc(), Alert.id.desc())
+    )
+    found: dict[tuple[str, str], list[tuple[int, str, str]]] = defaultdict(list)
+    for server, session_id, alert_id, rule, severity in rows:
+        found[server, session_id].append((int(alert_id), rule, severity))
+    return found
+
+
+@dataclass(frozen=True)
+class HeldVersion:
+    """A version of a server holding a given listing (the newest one, should it have come back)."""
+
+    version: int
+    listing_id: int
+
+
+def versions_of(session: Session, server_name: str, fingerprints: Iterable[str]) -> dict[str, HeldVersion]:
+    """The newest version of one server with each listing fingerprint; absent: never seen on it."""
+    wanted = sorted(set(fingerprints))
+    if not wanted:
+        return {}
+    rows = session.execute(
+        select(Listing.fingerprint, func.max(Snapshot.version), Snapshot.listing_id)
+        .join(Snapshot, Snapshot.listing_id == Listing.id)
+        .join(Server, Server.id == Snapshot.server_id)
+        .where(Server.name == server_name, Listing.fingerprint.in_(wanted))
+        .group_by(Listing.fingerprint, Snapshot.listing_id)
+    ).all()
+    return {fp: HeldVersion(int(version), int(listing_id)) for fp, version, listing_id in rows}
+
+
+@dataclass(frozen=True)
+class ToolMatch:
+    server: str
+    server_id: int
+    tool: str
+    listed_now: bool
+    """Whether the server's newest version lists the tool."""
+
+
+def find_tools(session: Session, text: str, *, limit: int) -> list[ToolMatch]:
+    """Tools whose name contains `text` (any case) in any version of any server: exact names first,
+    then by server and name. `%` and `_` are matched literally."""
+    needle = text.lower()
+    rows = session.execute(
+        select(Server.name, Server.id, ToolDefinition.name)
+        .select_from(ToolDefinition)
+        .join(ListingTool, ListingTool.tool_id == ToolDefinition.id)
+        .join(Snapshot, Snapshot.listing_id == ListingTool.listing_id)
+        .join(Server, Server.id == Snapshot.server_id)
+        .where(func.lower(ToolDefinition.name).contains(needle, autoescape=True))
+        .distinct()
+        .order_by(Server.name, ToolDefinition.name)
+        .limit(limit)
+    ).all()
+    if not rows:
+        return []
+    newest = (
+        select(Snapshot.server_id, func.max(Snapshot.version).label("version"))
+        .where(Snapshot.server_id.in_({row[1] for row in rows}))
+        .group_by(Snapshot.server_id)
+        .subquery()
+    )
+    current = set(
+        session.execute(
+            select(Snapshot.server_id, ToolDefinition.name)
+            .join(newest, (newest.c.server_id == Snapshot.server_id) & (newest.c.version == Snapshot.version))
+            .join(ListingTool, ListingTool.listing_id == Snapshot.listing_id)
+            .join(ToolDefinition, ToolDefinition.id == ListingTool.tool_id)
+            .where(ToolDefinition.name.in_({row[2] for row in rows}))
+        ).all()
+    )
+    matches = [ToolMatch(name, int(sid), tool, (sid, tool) in current) for name, sid, tool in rows]
+    matches.sort(key=lambda m: (m.tool.lower() != needle, m.server, m.tool))
+    return matches
+
+
+@dataclass(frozen=True)
+class ToolAround:
+    """One tool's definition in force at a server version, with the definitions before and after."""
+
+    current: ToolVersionRecord
+    previous: ToolVersionRecord | None
+    following: ToolVersionRecord | None
+
+
+def tool_around(session: Session, server_id: int, tool: str, version: int) -> ToolAround | None:
+    """The run of versions holding the tool's definition at `version` (absent runs included), and
+    its neighbours; None when the tool had not appeared by then."""
+    runs = tool_history(session, server_id, tool)
+    for index, run in enumerate(runs):
+        if run.from_version <= version <= run.to_version:
+            return ToolAround(
+                run,
+                runs[index - 1] if index > 0 else None,
+                runs[index + 1] if index + 1 < len(runs) else None,
+            )
+    return None
+
+
+def tool_version_at(session: Session, server_id: int, tool: str, version: int) -> ToolVersionRecord | None:
+    """The tool's definition in force at `version` and since when; None if it was not listed then."""
+    around = tool_around(session, server_id, tool, version)
+    return around.current if around is not None and around.current.present else None
