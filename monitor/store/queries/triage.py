@@ -87,7 +87,7 @@ def session_alerts(session: Session) -> dict[tuple[str, str], list[tuple[int, st
     )
     found: dict[tuple[str, str], list[tuple[int, str, str]]] = defaultdict(list)
     for server, session_id, alert_id, rule, severity in rows:
-        found[server, session_id].append((int(alert_id), rule, severity))
+        found[server, str(session_id)].append((int(alert_id), rule, severity))
     return found
 
 
