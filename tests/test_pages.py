@@ -44,7 +44,9 @@ RAW_HIDDEN = ("\u202e", "\u202c", "\U000e0041", "\U000e0042", "\u200b")
 def is_auto_refresh(attrs: list[tuple[str, str | None]]) -> bool:
     """The one meta element a page may add: a reload of itself after a number of seconds (no URL)."""
     values = dict(attrs)
-    return values.get("http-equiv") == "refresh" and (values.get("content") or "").isdigit() and len(values) == 2
+    return (
+        values.get("http-equiv") == "refresh" and (values.get("content") or "").isdigit() and len(values) == 2
+    )
 
 
 class PageAudit(HTMLParser):

@@ -15,15 +15,18 @@ from monitor.store.models import (
     Alert,
     AlertFinding,
     FindingRecord,
+    HostSession,
     Listing,
     ListingTool,
     Server,
     Snapshot,
     ToolDefinition,
 )
-from monitor.store.queries.history import tool_history
+from monitor.store.queries.history import current_snapshots, tool_history
 from monitor.store.records import ToolVersionRecord
 
+SessionKey = tuple[str, str]
+"""A host session by (server name, session id)."""
 _FROM = aliased(Snapshot)
 _TO = aliased(Snapshot)
 
@@ -112,6 +115,32 @@ def versions_of(session: Session, server_name: str, fingerprints: Iterable[str])
         .group_by(Listing.fingerprint, Snapshot.listing_id)
     ).all()
     return {fp: HeldVersion(int(version), int(listing_id)) for fp, version, listing_id in rows}
+
+
+def session_diffs(
+    session: Session, keys: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], tuple[int, int]]:
+    """For host sessions (server, session id) still open: the version each holds and the server's
+    current one, when they differ and the held listing is a version of that server."""
+    wanted = set(keys)
+    if not wanted:
+        return {}
+    rows = session.execute(
+        select(Server.name, Server.id, HostSession.session_id, HostSession.fingerprint)
+        .join(Server, Server.id == HostSession.server_id)
+        .where(HostSession.session_id.in_({session_id for _, session_id in wanted}))
+    ).all()
+    rows = [row for row in rows if (row[0], row[2]) in wanted]
+    currents = current_snapshots(session, {row[1] for row in rows})
+    held: dict[str, dict[str, HeldVersion]] = {}
+    for name in {row[0] for row in rows}:
+        held[name] = versions_of(session, name, [row[3] for row in rows if row[0] == name])
+    diffs = {}
+    for name, server_id, session_id, fingerprint in rows:
+        version, current = held[name].get(fingerprint), currents.get(server_id)
+        if version is not None and current is not None and version.version != current.version:
+            diffs[name, session_id] = (version.version, current.version)
+    return diffs
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,9 @@ def alerts_page(
         refresh=auto_refresh(request),
         alerts=rows,
         diffs=queries.alert_diffs(session, [a.id for a in rows]),
+        session_diffs=queries.session_diffs(
+            session, [(a.server, a.session_id) for a in rows if a.session_id is not None]
+        ),
         state=state,
         severity=exact.value if exact else "",
         server=server or "",
