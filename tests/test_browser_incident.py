@@ -71,6 +71,7 @@ def test_open_criticals_in_one_click_and_the_diff_behind_one_in_another(
     # The filter narrows the table, never the tiles: they describe the whole fleet.
     assert re.search(r"Servers\s*5", tiles.inner_text()) and re.search(r"Failing\s*.?1", tiles.inner_text())
     assert page.locator("#servers-h + table tbody tr").count() == 2  # search and github
+    assert overflows(page) == 0
     shoot(page, "incident-overview-1440", publish=True)
 
     page.get_by_role("link", name="4 critical").click()  # one click from the overview
@@ -105,6 +106,7 @@ def test_alerts_worst_first_filters_and_acknowledged_stay_visible(
     ]
     assert listed == sorted(listed, key=lambda r: (-r[0], -r[1]))  # worst first, then newest
     assert listed[0][0] == 4 and len(listed) == 13  # every unresolved alert, acknowledged included
+    assert overflows(page) == 0, "the alerts table is wider than a 1440 px screen"
     acked = rows(page).filter(has=page.get_by_role("link", name=f"Alert {incident.acknowledged}", exact=True))
     assert "acknowledged" in acked.locator("td[data-label=State]").inner_text()
     stale = incident.alert_ids["session-stale/claude-code-7f2"]
@@ -143,6 +145,7 @@ def test_sessions_show_the_version_held_what_was_missed_and_links(
     assert row.get_by_role("link", name=f"#{alert}").get_attribute("href") == f"/alerts/{alert}"
     current = rows(page, "table.sessions").filter(has_text="claude-code-9c1")
     assert "current" in current.locator("td[data-label=State]").inner_text()
+    assert overflows(page) == 0
     shoot(page, "incident-sessions-1440", publish=True)
 
     row.get_by_role("link", name="diff v1 → v4").click()
@@ -169,6 +172,7 @@ def test_search_finds_a_tool_and_what_it_claimed_at_a_minute(
     assert "2026-03-01 13:00:00 UTC" in text  # in force since v2 came
     assert "v2–v4" in text and "read-only: no" in text
     assert "diff v1 → v2" in text and "still in force" in text
+    assert overflows(page) == 0
     shoot(page, "incident-search-1440", publish=True)
 
 
