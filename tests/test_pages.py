@@ -135,6 +135,7 @@ def page_paths() -> list[str]:
     return [
         "/",
         "/?min_severity=high",
+        "/?status=failing&min_severity=low",
         "/servers/search",
         "/servers/files",
         "/servers/search/diff",

@@ -95,8 +95,13 @@ def test_overview_tiles_describe_the_whole_fleet(client: TestClient) -> None:
     assert tiles("/?min_severity=critical") == everything
     assert re.search(r"<dt>Servers</dt><dd>5</dd>", everything)
     assert 'href="/alerts?state=open&amp;severity=critical"' in everything and "4 critical" in everything
+    assert tiles("/?status=failing") == everything
     filtered = client.get("/?min_severity=critical").text
     assert "(2 of 5)" in filtered
+    failing = client.get("/?status=failing").text
+    assert "Failing servers (1 of 5)" in failing and 'href="/servers/files"' in failing
+    assert 'href="/servers/search"' not in failing.split('id="changes-h"')[0]
+    assert client.get("/?status=broken").status_code == 422
 
 
 def test_sessions_show_version_behind_missed_and_links(client: TestClient, incident: Incident) -> None:

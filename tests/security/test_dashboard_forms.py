@@ -143,7 +143,7 @@ def page_urls(world: World) -> dict[str, list[str]]:
     """Concrete URLs for every page route, by its path template."""
     tools = [f"/servers/hostile/tools/{quote(name, safe='')}" for name in world.tool_names]
     return {
-        "/": ["/", "/?min_severity=info"],
+        "/": ["/", "/?min_severity=info", "/?status=failing"],
         "/servers/{name}": ["/servers/hostile", "/servers/html-error"],
         "/servers/{name}/diff": ["/servers/hostile/diff", "/servers/hostile/diff?from=1&to=2"],
         "/servers/{name}/tools/{tool:path}": tools,

@@ -5,7 +5,7 @@ The tiles always describe the whole fleet; the severity filter narrows only the 
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
 from monitor.core.states import AlertState, ServerStatus
@@ -22,14 +22,24 @@ router = APIRouter(include_in_schema=False, dependencies=[Depends(require_viewer
 
 @router.get("/", response_class=HTMLResponse)
 def overview(
-    request: Request, web: Web, session: ReadSession, min_severity: str | None = None
+    request: Request,
+    web: Web,
+    session: ReadSession,
+    min_severity: str | None = None,
+    status: str | None = None,
 ) -> HTMLResponse:
     severity = severity_param(min_severity)
+    if status and status not in tuple(ServerStatus):
+        raise HTTPException(422, f"status: expected one of {', '.join(ServerStatus)}")
     fleet = queries.list_servers(session)
     changes = queries.list_changes(session, min_severity=severity, limit=50)
     alerts = queries.fleet_alert_counts(session)
     stale = host_sessions.list_sessions(session, stale_only=True, now=web.now(), grace=web.session_grace)
-    servers = [s for s in fleet if severity is None or s.worst_open_rank >= severity.rank]
+    servers = [
+        s
+        for s in fleet
+        if (severity is None or s.worst_open_rank >= severity.rank) and (not status or s.status == status)
+    ]
     servers.sort(key=lambda s: (-s.worst_open_rank, s.status != ServerStatus.FAILING, s.name))
     return render(
         request,
@@ -41,6 +51,7 @@ def overview(
         servers=servers,
         changes=changes,
         min_severity=severity.value if severity else "",
+        status_filter=status or "",
         totals={sev: alerts[AlertState.OPEN].get(sev, 0) for sev in SEVERITIES},
         acknowledged={sev: alerts[AlertState.ACKNOWLEDGED].get(sev, 0) for sev in SEVERITIES},
         status_counts={status: sum(1 for s in fleet if s.status == status) for status in ServerStatus},
