@@ -16,6 +16,7 @@ from monitor.core.states import AlertState
 from monitor.store import Store
 from monitor.store.models import Alert
 from monitor.webapp.pages import alerts as alert_pages
+from monitor.webapp.pages import sessions as session_pages
 
 
 @pytest.fixture
@@ -94,6 +95,11 @@ def test_overview_tiles_describe_the_whole_fleet(client: TestClient) -> None:
     everything = tiles("/")
     assert tiles("/?min_severity=critical") == everything
     assert re.search(r"<dt>Servers</dt><dd>5</dd>", everything)
+    stale = re.search(
+        r'Stale sessions</a></dt><dd><span class="status status-failing">(\d+)</span>', everything
+    )
+    assert stale is not None and stale.group(1) == "3"  # as many as /sessions?stale=1 lists
+    assert client.get("/sessions?stale=1").text.count('<tr class="row-failing">') == 3
     assert 'href="/alerts?state=open&amp;severity=critical"' in everything and "4 critical" in everything
     assert tiles("/?status=failing") == everything
     filtered = client.get("/?min_severity=critical").text
@@ -116,6 +122,15 @@ def test_sessions_show_version_behind_missed_and_links(client: TestClient, incid
     assert missed[0] == "critical" and missed == sorted(
         missed, key=["info", "low", "medium", "high", "critical"].index, reverse=True
     )
+
+
+def test_sessions_page_in_pages(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(session_pages, "SESSIONS_PER_PAGE", 3)
+    first = client.get("/sessions").text
+    assert "Sessions 1–3 of 4" in first and 'href="/sessions?page=2"' in first
+    second = client.get("/sessions?page=2").text
+    assert "Sessions 4–4 of 4" in second and "claude-code-9c1" in second  # the current one comes last
+    assert client.get("/sessions?page=0").status_code == 422
 
 
 def test_search_finds_tools_by_any_part_of_the_name(client: TestClient) -> None:

@@ -80,7 +80,7 @@ def alert_rules(session: Session) -> list[str]:
     return list(session.scalars(select(Alert.rule).distinct().order_by(Alert.rule)))
 
 
-def session_alerts(session: Session) -> dict[tuple[str, str], list[tuple[int, str, str]]]:
+def session_alerts(session: Session) -> dict[SessionKey, list[tuple[int, str, str]]]:
     """Unresolved alerts about host sessions: (server, session id) -> [(alert id, rule, severity)]."""
     rows = session.execute(
         select(Server.name, Alert.session_id, Alert.id, Alert.rule, Alert.severity)
@@ -88,7 +88,7 @@ def session_alerts(session: Session) -> dict[tuple[str, str], list[tuple[int, st
         .where(Alert.session_id.is_not(None), Alert.state.in_([s.value for s in AlertState.unresolved()]))
         .order_by(Alert.severity_rank.desc(), Alert.id.desc())
     )
-    found: dict[tuple[str, str], list[tuple[int, str, str]]] = defaultdict(list)
+    found: dict[SessionKey, list[tuple[int, str, str]]] = defaultdict(list)
     for server, session_id, alert_id, rule, severity in rows:
         found[server, str(session_id)].append((int(alert_id), rule, severity))
     return found
@@ -102,24 +102,27 @@ class HeldVersion:
     listing_id: int
 
 
-def versions_of(session: Session, server_name: str, fingerprints: Iterable[str]) -> dict[str, HeldVersion]:
-    """The newest version of one server with each listing fingerprint; absent: never seen on it."""
-    wanted = sorted(set(fingerprints))
+def versions_of(session: Session, held: Iterable[tuple[str, str]]) -> dict[tuple[str, str], HeldVersion]:
+    """For (server name, listing fingerprint) pairs: the newest version of that server with that
+    listing, in one statement; a pair left out is a listing never seen on that server."""
+    wanted = set(held)
     if not wanted:
         return {}
     rows = session.execute(
-        select(Listing.fingerprint, func.max(Snapshot.version), Snapshot.listing_id)
+        select(Server.name, Listing.fingerprint, func.max(Snapshot.version), Snapshot.listing_id)
         .join(Snapshot, Snapshot.listing_id == Listing.id)
         .join(Server, Server.id == Snapshot.server_id)
-        .where(Server.name == server_name, Listing.fingerprint.in_(wanted))
-        .group_by(Listing.fingerprint, Snapshot.listing_id)
+        .where(Listing.fingerprint.in_({fingerprint for _, fingerprint in wanted}))
+        .group_by(Server.name, Listing.fingerprint, Snapshot.listing_id)
     ).all()
-    return {fp: HeldVersion(int(version), int(listing_id)) for fp, version, listing_id in rows}
+    return {
+        (name, fp): HeldVersion(int(version), int(listing_id))
+        for name, fp, version, listing_id in rows
+        if (name, fp) in wanted
+    }
 
 
-def session_diffs(
-    session: Session, keys: Iterable[tuple[str, str]]
-) -> dict[tuple[str, str], tuple[int, int]]:
+def session_diffs(session: Session, keys: Iterable[SessionKey]) -> dict[SessionKey, tuple[int, int]]:
     """For host sessions (server, session id) still open: the version each holds and the server's
     current one, when they differ and the held listing is a version of that server."""
     wanted = set(keys)
@@ -132,12 +135,10 @@ def session_diffs(
     ).all()
     rows = [row for row in rows if (row[0], row[2]) in wanted]
     currents = current_snapshots(session, {row[1] for row in rows})
-    held: dict[str, dict[str, HeldVersion]] = {}
-    for name in {row[0] for row in rows}:
-        held[name] = versions_of(session, name, [row[3] for row in rows if row[0] == name])
+    held = versions_of(session, [(row[0], row[3]) for row in rows])
     diffs = {}
     for name, server_id, session_id, fingerprint in rows:
-        version, current = held[name].get(fingerprint), currents.get(server_id)
+        version, current = held.get((name, fingerprint)), currents.get(server_id)
         if version is not None and current is not None and version.version != current.version:
             diffs[name, session_id] = (version.version, current.version)
     return diffs

@@ -34,7 +34,6 @@ def overview(
     fleet = queries.list_servers(session)
     changes = queries.list_changes(session, min_severity=severity, limit=50)
     alerts = queries.fleet_alert_counts(session)
-    stale = host_sessions.list_sessions(session, stale_only=True, now=web.now(), grace=web.session_grace)
     servers = [
         s
         for s in fleet
@@ -55,6 +54,6 @@ def overview(
         totals={sev: alerts[AlertState.OPEN].get(sev, 0) for sev in SEVERITIES},
         acknowledged={sev: alerts[AlertState.ACKNOWLEDGED].get(sev, 0) for sev in SEVERITIES},
         status_counts={status: sum(1 for s in fleet if s.status == status) for status in ServerStatus},
-        stale_sessions=len(stale),
+        stale_sessions=host_sessions.count_stale(session, now=web.now(), grace=web.session_grace),
         acknowledged_by_server=queries.acknowledged_counts(session),
     )
