@@ -18,6 +18,8 @@ from monitor.webapp.pages.rendering import render
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_viewer)])
 MATCHES_SHOWN = 50
 """Matches listed for one search: a name fragment common enough to match more is refined instead."""
+CLAIMS_SHOWN = 20
+"""Matches answered at an instant (each reads one tool's history): fewer, so the answer stays quick."""
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,10 @@ def search_page(
     if len(text) > 200 or not db_safe(text):
         raise HTTPException(422, "q: a tool name of at most 200 characters, without NUL")
     instant = instant_param(time) if time else None
-    matches = queries.find_tools(session, text, limit=MATCHES_SHOWN + 1) if text else []
-    more = len(matches) > MATCHES_SHOWN
-    matches = matches[:MATCHES_SHOWN]
+    shown = MATCHES_SHOWN if instant is None else CLAIMS_SHOWN
+    matches = queries.find_tools(session, text, limit=shown + 1) if text else []
+    more = len(matches) > shown
+    matches = matches[:shown]
     claims: list[ClaimAt] = []
     if instant is not None:
         for match in matches:
