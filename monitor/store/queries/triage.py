@@ -23,7 +23,7 @@ from monitor.store.models import (
     ToolDefinition,
 )
 from monitor.store.queries.history import current_snapshots, tool_history
-from monitor.store.records import ToolVersionRecord
+from monitor.store.records import SnapshotRecord, ToolVersionRecord
 
 SessionKey = tuple[str, str]
 """A host session by (server name, session id)."""
@@ -94,6 +94,12 @@ def session_alerts(session: Session) -> dict[SessionKey, list[tuple[int, str, st
     return found
 
 
+def current_by_name(session: Session) -> dict[str, SnapshotRecord]:
+    """Every server's newest version, by server name (two light statements)."""
+    names = dict(session.execute(select(Server.id, Server.name)).all())
+    return {names[server_id]: snapshot for server_id, snapshot in current_snapshots(session).items()}
+
+
 @dataclass(frozen=True)
 class HeldVersion:
     """A version of a server holding a given listing (the newest one, should it have come back)."""
@@ -155,24 +161,43 @@ class ToolMatch:
 
 def find_tools(session: Session, text: str, *, limit: int) -> list[ToolMatch]:
     """Tools whose name contains `text` (any case) in any version of any server: exact names first,
-    then by server and name. `%` and `_` are matched literally."""
+    then by server and name. `%` and `_` are matched literally.
+
+    Two steps: the distinct matching names (one pass over the definitions), then the servers that
+    ever listed one of them, through the name index; a join ordered by server name would visit
+    every version of every server first."""
     needle = text.lower()
-    rows = session.execute(
-        select(Server.name, Server.id, ToolDefinition.name)
+    names = list(
+        session.scalars(
+            select(ToolDefinition.name)
+            .distinct()
+            .where(func.lower(ToolDefinition.name).contains(needle, autoescape=True))
+        )
+    )
+    if not names:
+        return []
+    names.sort(key=lambda name: (name.lower() != needle, name))
+    names = names[: limit * 4]
+    pairs = session.execute(
+        select(Snapshot.server_id, ToolDefinition.name)
         .select_from(ToolDefinition)
         .join(ListingTool, ListingTool.tool_id == ToolDefinition.id)
         .join(Snapshot, Snapshot.listing_id == ListingTool.listing_id)
-        .join(Server, Server.id == Snapshot.server_id)
-        .where(func.lower(ToolDefinition.name).contains(needle, autoescape=True))
+        .where(ToolDefinition.name.in_(names))
         .distinct()
-        .order_by(Server.name, ToolDefinition.name)
-        .limit(limit)
     ).all()
-    if not rows:
+    server_names = dict(
+        session.execute(select(Server.id, Server.name).where(Server.id.in_({sid for sid, _ in pairs}))).all()
+    )
+    found = sorted(
+        ((server_names[sid], int(sid), name) for sid, name in pairs),
+        key=lambda row: (row[2].lower() != needle, row[0], row[2]),
+    )[:limit]
+    if not found:
         return []
     newest = (
         select(Snapshot.server_id, func.max(Snapshot.version).label("version"))
-        .where(Snapshot.server_id.in_({row[1] for row in rows}))
+        .where(Snapshot.server_id.in_({row[1] for row in found}))
         .group_by(Snapshot.server_id)
         .subquery()
     )
@@ -182,12 +207,10 @@ def find_tools(session: Session, text: str, *, limit: int) -> list[ToolMatch]:
             .join(newest, (newest.c.server_id == Snapshot.server_id) & (newest.c.version == Snapshot.version))
             .join(ListingTool, ListingTool.listing_id == Snapshot.listing_id)
             .join(ToolDefinition, ToolDefinition.id == ListingTool.tool_id)
-            .where(ToolDefinition.name.in_({row[2] for row in rows}))
+            .where(ToolDefinition.name.in_({row[2] for row in found}))
         ).all()
     )
-    matches = [ToolMatch(name, int(sid), tool, (sid, tool) in current) for name, sid, tool in rows]
-    matches.sort(key=lambda m: (m.tool.lower() != needle, m.server, m.tool))
-    return matches
+    return [ToolMatch(name, sid, tool, (sid, tool) in current) for name, sid, tool in found]
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ class SessionView:
 
 def session_views(session: Session, records: list[SessionRecord]) -> list[SessionView]:
     """A statement or two for the page's sessions, and the diff engine once per new listing pair."""
-    currents: dict[str, SnapshotRecord | None] = {s.name: s.current for s in queries.list_servers(session)}
+    currents: dict[str, SnapshotRecord] = queries.current_by_name(session)
     held = queries.versions_of(session, [(r.server, r.fingerprint) for r in records])
     alerts = queries.session_alerts(session)
     views = []
