@@ -177,7 +177,7 @@ def test_sign_in_overview_diff_and_acknowledge(page: Any, live_server: tuple[str
     page.get_by_role("status").wait_for()
     assert f"Alert {alert_id} acknowledged" in page.get_by_role("status").inner_text()
     page.goto("/alerts?state=acknowledged")
-    assert page.get_by_role("cell", name=str(alert_id), exact=True).count() == 1
+    assert page.get_by_role("link", name=f"Alert {alert_id}", exact=True).count() == 1
     shoot(page, "alerts")
 
     page.goto("/at?server=search&time=2026-03-01T13:10:00")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from monitor.core.diff import diff_listings
@@ -135,11 +135,42 @@ def _current(session: Session, server_id: int) -> tuple[Snapshot, str] | None:
     return (row[0], row[1]) if row else None
 
 
+def _currents(session: Session) -> dict[int, tuple[Snapshot, str]]:
+    """Every server's newest version and its fingerprint, in one statement."""
+    newest = (
+        select(Snapshot.server_id, func.max(Snapshot.version).label("version"))
+        .group_by(Snapshot.server_id)
+        .subquery()
+    )
+    rows = session.execute(
+        select(Snapshot, Listing.fingerprint)
+        .join(Listing, Listing.id == Snapshot.listing_id)
+        .join(newest, (newest.c.server_id == Snapshot.server_id) & (newest.c.version == Snapshot.version))
+    ).all()
+    return {snapshot.server_id: (snapshot, fingerprint) for snapshot, fingerprint in rows}
+
+
 def _stale_since(host: HostSession, current: tuple[Snapshot, str] | None) -> datetime | None:
     """When the session started lagging: the later of its report and the current version's start."""
-    if current is None or current[1] == host.fingerprint:
+    return _lagging_since(host.fingerprint, host.fingerprint_since, current)
+
+
+def _lagging_since(
+    fingerprint: str, reported_at: datetime, current: tuple[Snapshot, str] | None
+) -> datetime | None:
+    if current is None or current[1] == fingerprint:
         return None
-    return max(host.fingerprint_since, current[0].first_seen)
+    return max(reported_at, current[0].first_seen)
+
+
+def count_stale(session: Session, *, now: datetime, grace: timedelta) -> int:
+    """How many sessions `list_sessions(stale_only=True)` would list, reading only three columns."""
+    rows = session.execute(
+        select(HostSession.server_id, HostSession.fingerprint, HostSession.fingerprint_since)
+    ).all()
+    currents = _currents(session) if rows else {}
+    lagging = (_lagging_since(fp, reported, currents.get(server_id)) for server_id, fp, reported in rows)
+    return sum(1 for since in lagging if since is not None and now - since > grace)
 
 
 def list_sessions(
@@ -148,11 +179,9 @@ def list_sessions(
     """Every reported session, stale ones first, then the oldest connection first."""
     views = []
     rows = session.execute(select(HostSession, Server).join(Server, Server.id == HostSession.server_id)).all()
-    currents: dict[int, tuple[Snapshot, str] | None] = {}
+    currents = _currents(session) if rows else {}
     for host, server in rows:
-        if server.id not in currents:
-            currents[server.id] = _current(session, server.id)
-        current = currents[server.id]
+        current = currents.get(server.id)
         since = _stale_since(host, current)
         stale = since is not None and now - since > grace
         if stale_only and not stale:

@@ -29,10 +29,11 @@ from monitor.notify.alerts import Alerting
 from monitor.store import Store
 from monitor.webapp.api import alerts, changes, health, servers, sessions, snapshots
 from monitor.webapp.api.schemas import PATTERN_MESSAGES, ApiJSONResponse
+from monitor.webapp.api.strict import known_query_only
 from monitor.webapp.context import PollNow, WebContext
 from monitor.webapp.deps import BEARER_REQUIRED, LoginRequired, require_read
 from monitor.webapp.pages import alerts as alert_pages
-from monitor.webapp.pages import at, auth, overview
+from monitor.webapp.pages import at, auth, overview, refresh, search
 from monitor.webapp.pages import servers as server_pages
 from monitor.webapp.pages import sessions as session_pages
 from monitor.webapp.pages.csrf import FormRefused
@@ -235,9 +236,9 @@ def create_app(
         return ApiJSONResponse(app.openapi())
 
     for api_module in (health, servers, snapshots, changes, alerts, sessions):
-        app.include_router(api_module.router)
+        app.include_router(api_module.router, dependencies=[Depends(known_query_only)])
     app.include_router(health.public)
-    for page_module in (auth, overview, server_pages, alert_pages, session_pages, at):
+    for page_module in (auth, overview, server_pages, alert_pages, session_pages, at, search, refresh):
         app.include_router(page_module.router)
     app.mount("/static", StaticFiles(directory=WEB / "static"), name="static")
     app.add_middleware(BodyLimit, limit=config.monitor.max_request_bytes)

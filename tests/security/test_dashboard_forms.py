@@ -33,6 +33,7 @@ from monitor.store.models import Alert
 from monitor.webapp.app import CONTENT_SECURITY_POLICY, create_app
 from monitor.webapp.context import SESSION_COOKIE
 from monitor.webapp.pages.csrf import CSRF_COOKIE
+from monitor.webapp.pages.refresh import REFRESH_COOKIE
 
 TOKEN_ENV = "SEC_DASHBOARD_TOKEN"
 TOKEN = "dashboard-token-51aa0c"
@@ -142,7 +143,7 @@ def page_urls(world: World) -> dict[str, list[str]]:
     """Concrete URLs for every page route, by its path template."""
     tools = [f"/servers/hostile/tools/{quote(name, safe='')}" for name in world.tool_names]
     return {
-        "/": ["/", "/?min_severity=info"],
+        "/": ["/", "/?min_severity=info", "/?status=failing"],
         "/servers/{name}": ["/servers/hostile", "/servers/html-error"],
         "/servers/{name}/diff": ["/servers/hostile/diff", "/servers/hostile/diff?from=1&to=2"],
         "/servers/{name}/tools/{tool:path}": tools,
@@ -154,6 +155,10 @@ def page_urls(world: World) -> dict[str, list[str]]:
             "/at?server=html-error&time=2000-01-01",
         ],
         "/login": ["/login", f"/login?next={quote('//evil.example/' + SCRIPT)}"],
+        "/search": [
+            f"/search?q={quote(name[:12], safe='')}&time=2100-01-01T00:00:00Z" for name in world.tool_names
+        ]
+        + [f"/search?q={quote(SCRIPT, safe='')}", "/search?q=e"],
     }
 
 
@@ -194,6 +199,8 @@ def test_every_page_renders_hostile_text_inert_and_visible(world: World) -> None
         f"/servers/hostile/diff?from={quote(SCRIPT)}",
         f"/at?server=hostile&time={quote(IMG)}",
         f"/alerts?state={quote(SCRIPT)}",
+        f"/alerts?server={quote(SCRIPT)}",
+        f"/search?q=e&time={quote(IMG)}",
     ):
         response = client.get(url)
         assert response.status_code in (404, 422), (url, response.status_code)
@@ -227,12 +234,13 @@ def test_every_form_refuses_missing_wrong_and_cross_site_csrf(
     still open); the same request with a valid same-site token works."""
     forms = sorted(p for m, p, in_schema in app_routes(world.app) if m == "post" and not in_schema)
     forms = [p for p in forms if not p.startswith("/api/")]
-    assert forms == ["/alerts/{alert_id}/ack", "/login", "/logout"], forms
+    assert forms == ["/alerts/{alert_id}/ack", "/login", "/logout", "/refresh"], forms
     session = signed_in(world.app).cookies[SESSION_COOKIE]
     urls = {
         "/login": ("/login", {"token": TOKEN, "next": "/"}),
         "/logout": ("/logout", {}),
         "/alerts/{alert_id}/ack": (f"/alerts/{world.alert_id}/ack", {"next": "/alerts"}),
+        "/refresh": ("/refresh", {"refresh": "off", "next": "/alerts"}),
     }
     foreign = other_key_csrf(world.store, monkeypatch)
     for form in forms:
@@ -255,6 +263,7 @@ def test_every_form_refuses_missing_wrong_and_cross_site_csrf(
             assert response.status_code == 403, (form, what, response.status_code)
             set_cookie = response.headers.get("set-cookie", "")
             assert SESSION_COOKIE not in set_cookie, (form, what, "signed in or out anyway")
+            assert REFRESH_COOKIE not in set_cookie, (form, what, "a preference set anyway")
             assert audit(response.text).problems == []
         if form == "/alerts/{alert_id}/ack":
             assert _alert_state(world) == "open", "a refused form acknowledged the alert"

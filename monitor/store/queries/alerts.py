@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from monitor.core.rules import Severity
@@ -23,8 +23,16 @@ def list_alerts(
     limit: int,
     before: int | None = None,
     alert_id: int | None = None,
+    states: Sequence[AlertState] | None = None,
+    severity: Severity | None = None,
+    rule: str | None = None,
+    worst_first: bool = False,
+    before_rank: int | None = None,
 ) -> list[AlertRecord]:
-    """Alerts newest first by id; `before` is the id of the previous page's last alert."""
+    """Alerts newest first by id; `before` is the id of the previous page's last alert.
+
+    `worst_first` orders by severity, then newest: the page a person triages from. Its next page
+    starts after the last row's (`before_rank`, `before`)."""
     finding_count = (
         select(func.count())
         .select_from(AlertFinding)
@@ -52,11 +60,27 @@ def list_alerts(
         query = query.where(Alert.server_id == server_id)
     if min_severity is not None:
         query = query.where(Alert.severity_rank >= min_severity.rank)
-    if before is not None:
+    if states is not None:
+        query = query.where(Alert.state.in_([s.value for s in states]))
+    if severity is not None:
+        query = query.where(Alert.severity_rank == severity.rank)
+    if rule is not None:
+        query = query.where(Alert.rule == rule)
+    if before is not None and worst_first and before_rank is not None:
+        query = query.where(
+            or_(
+                Alert.severity_rank < before_rank,
+                and_(Alert.severity_rank == before_rank, Alert.id < before),
+            )
+        )
+    elif before is not None:
         query = query.where(Alert.id < before)
     if alert_id is not None:
         query = query.where(Alert.id == alert_id)
-    query = query.order_by(Alert.id.desc()).limit(limit)
+    if worst_first:
+        query = query.order_by(Alert.severity_rank.desc(), Alert.id.desc()).limit(limit)
+    else:
+        query = query.order_by(Alert.id.desc()).limit(limit)
     return [AlertRecord.model_validate(row) for row in session.execute(query)]
 
 

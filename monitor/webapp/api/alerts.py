@@ -19,8 +19,10 @@ from monitor.webapp.api.schemas import (
     IntCursor,
     Limit,
     Page,
+    RuleId,
     not_found,
 )
+from monitor.webapp.api.strict import contradiction
 from monitor.webapp.deps import (
     ReadSession,
     Web,
@@ -46,14 +48,20 @@ def list_alerts(
     state: AlertState | None = None,
     server: Annotated[str | None, Query(max_length=200, pattern=SERVER_NAME)] = None,
     min_severity: Severity | None = None,
+    severity: Annotated[Severity | None, Query(description="Exactly this severity")] = None,
+    rule: RuleId = None,
     limit: Limit = 100,
     before: IntCursor = None,
 ) -> Page[AlertRecord, int]:
+    if severity is not None and min_severity is not None:
+        raise contradiction(("severity", "min_severity"), "give severity or min_severity, not both")
     rows = queries.list_alerts(
         session,
         state=state,
         server_id=server_id_or_404(session, server) if server is not None else None,
         min_severity=min_severity,
+        severity=severity,
+        rule=rule,
         limit=limit + 1,
         before=before,
     )

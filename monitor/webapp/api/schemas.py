@@ -11,7 +11,7 @@ from typing import Annotated, Any, Generic, Literal, Self, TypeVar
 from fastapi import HTTPException, Query
 from fastapi.responses import JSONResponse
 from pydantic import (
-    AwareDatetime,
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from monitor.core.hosts import REFUSED_NAMES
+from monitor.core.rules import CATALOG
 
 
 class ApiJSONResponse(JSONResponse):
@@ -62,6 +63,14 @@ def not_found(what: str) -> dict[int | str, dict[str, Any]]:
 
 def unprocessable(loc: Sequence[str | int], message: str) -> HTTPException:
     return HTTPException(422, f"{'.'.join(str(p) for p in loc)}: {message}")
+
+
+def _read_as_utc(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_read_as_utc)]
+"""An ISO 8601 time; one without an offset is read as UTC, as the dashboard reads it."""
 
 
 def utc(value: datetime, loc: Sequence[str | int]) -> datetime:
@@ -121,6 +130,30 @@ PATTERN_MESSAGES = {
 """Plain words for pattern mismatches, by field name: the regex alone tells a person little."""
 HeaderName = Annotated[str, StringConstraints(pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,200}$")]
 HeaderValue = Annotated[str, StringConstraints(pattern=r"^[\t\x20-\x7e]{0,8192}$")]
+
+
+# --- filters ---------------------------------------------------------------------------------
+
+
+def _known_rule(value: str | None) -> str | None:
+    if value is not None and value not in CATALOG:
+        raise ValueError(f"unknown rule (known rules: {', '.join(sorted(CATALOG))})")
+    return value
+
+
+RuleId = Annotated[
+    str | None,
+    AfterValidator(_known_rule),
+    Query(
+        max_length=64,
+        description="A rule id from the catalog (`drift-monitor rules`)",
+        json_schema_extra={"enum": sorted(CATALOG)},
+    ),
+]
+ToolName = Annotated[
+    str | None,
+    Query(min_length=1, max_length=1000, pattern=NO_NUL, description="A tool's exact name"),
+]
 
 
 # --- paging ----------------------------------------------------------------------------------
@@ -211,7 +244,7 @@ class SessionCreate(BaseModel):
     server: str = Field(min_length=1, max_length=200, pattern=SERVER_NAME)
     session_id: str = Field(min_length=1, max_length=200, pattern=NO_NUL)
     client: str | None = Field(default=None, max_length=500, pattern=NO_NUL)
-    connected_at: AwareDatetime
+    connected_at: UtcDatetime
     fingerprint: str | None = Field(default=None, pattern=FINGERPRINT)
     tools: list[dict[str, Any]] | None = Field(
         default=None, max_length=100_000, json_schema_extra=TOOLS_SCHEMA

@@ -19,7 +19,8 @@ from urllib.parse import quote
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, pass_context
+from jinja2.runtime import Context
 from markupsafe import Markup, escape
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -84,6 +85,16 @@ def format_time(value: datetime | None) -> Markup:
     utc = value.astimezone(UTC)
     text = f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d} {utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}"
     return Markup(f'<time datetime="{text.replace(" ", "T")}Z">{text} UTC</time>')  # noqa: S704
+
+
+@pass_context
+def format_when(context: Context, value: datetime | None) -> Markup:
+    """The UTC time with how long ago it was, relative to the page's `now`."""
+    now = context.get("now")
+    if value is None or not isinstance(now, datetime):
+        return format_time(value)  # a macro imported without the page's context
+    relative = ago(value, now)
+    return format_time(value) + Markup(' <span class="ago">({})</span>').format(relative)
 
 
 def severity_badge(value: str | None) -> Markup:
@@ -165,6 +176,7 @@ def make_environment(templates: Path) -> Environment:
         visible=visible,
         plain=plain,
         ts=format_time,
+        when=format_when,
         iso=iso,
         pathq=path_quote,
         pretty=pretty_json,
@@ -191,6 +203,7 @@ def render(
     web = context_of(request)
     env: Environment = request.app.state.templates
     token, new_cookie = csrf_token(web, request)
+    values.setdefault("refresh", None)
     try:
         alert_counts: dict[AlertState, int] | None = queries.alert_state_counts(session)
     except SQLAlchemyError:

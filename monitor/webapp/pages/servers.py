@@ -29,12 +29,13 @@ def server_page(
     versions = queries.list_snapshots(session, server.id, limit=VERSIONS_PER_PAGE + 1, before=cursor)
     summaries = queries.version_summaries(session, [v.id for v in versions])
     tools = queries.listing_tools(session, server.current.listing_id) if server.current else []
-    alerts = queries.list_alerts(session, state=AlertState.OPEN, server_id=server.id, limit=20)
+    alerts = queries.list_alerts(
+        session, states=AlertState.unresolved(), server_id=server.id, worst_first=True, limit=20
+    )
     attempts = queries.recent_attempts(session, server.id)
     more = len(versions) > VERSIONS_PER_PAGE
     versions = versions[:VERSIONS_PER_PAGE]
     tools.sort(key=lambda t: str(t.get("name")))
-    alerts.sort(key=lambda a: (-a.severity.rank, -a.id))
     return render(
         request,
         session,
