@@ -73,6 +73,10 @@ class ServerConfig(BaseModel):
     interval: Duration | None = None
     timeout: Duration | None = None
     era: Literal["handshake", "modern"] = "handshake"
+    approval: Literal["tofu", "review", "off"] = "tofu"
+    """What the decision point treats as approved (SPEC section 10)."""
+    aliases: list[str] = Field(default_factory=list)
+    """Other names hosts know the server by (Claude Code's `mcp__<name>__tool`), for the hook adapters."""
 
     @model_validator(mode="after")
     def _transport_fields(self) -> ServerConfig:
@@ -133,6 +137,8 @@ class MonitorSettings(BaseSettings):
     (see `HostPolicy`). Config-file servers are not restricted."""
     max_request_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     """Largest request body the web app reads (a host session report carries a whole listing); 413 above."""
+    decisions_kept: int = Field(default=1000, ge=1)
+    """Non-allow decisions kept per server for review; older ones are trimmed (and pruned by age)."""
 
     @field_validator("allowed_server_hosts")
     @classmethod

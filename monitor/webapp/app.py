@@ -27,9 +27,10 @@ import monitor
 from monitor.config import Config
 from monitor.notify.alerts import Alerting
 from monitor.store import Store
-from monitor.webapp.api import alerts, changes, health, servers, sessions, snapshots
+from monitor.webapp.api import alerts, approvals, changes, decisions, health, servers, sessions, snapshots
 from monitor.webapp.api.schemas import PATTERN_MESSAGES, ApiJSONResponse
 from monitor.webapp.context import PollNow, WebContext
+from monitor.webapp.decisionpoint import DecisionPoint
 from monitor.webapp.deps import BEARER_REQUIRED, LoginRequired, require_read
 from monitor.webapp.pages import alerts as alert_pages
 from monitor.webapp.pages import at, auth, overview
@@ -135,6 +136,7 @@ class BearerFirst:
             and is_api_path(path)
             and path not in PUBLIC_PATHS
             and not self.web.bearer_ok(Request(scope))
+            and not decisions.is_toolhive_request(Request(scope))
         ):
             refusal = ApiJSONResponse(
                 {"detail": BEARER_REQUIRED}, 401, headers={"WWW-Authenticate": "Bearer"}
@@ -234,9 +236,11 @@ def create_app(
     def openapi() -> Response:
         return ApiJSONResponse(app.openapi())
 
-    for api_module in (health, servers, snapshots, changes, alerts, sessions):
+    for api_module in (health, servers, snapshots, changes, alerts, sessions, approvals, decisions):
         app.include_router(api_module.router)
     app.include_router(health.public)
+    app.include_router(decisions.pdp)
+    app.state.decision_point = DecisionPoint(web)
     for page_module in (auth, overview, server_pages, alert_pages, session_pages, at):
         app.include_router(page_module.router)
     app.mount("/static", StaticFiles(directory=WEB / "static"), name="static")

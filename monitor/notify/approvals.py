@@ -1,0 +1,145 @@
+"""Approving, revoking and the decision point's writes, with what they mean for alerts and sessions.
+
+Approving a version's tools accepts the changes that led to it, so the open alerts those changes
+raised about the same tools are resolved (through `monitor.notify.alerts`, the one path, so the
+webhooks that heard them open hear them close). A decision asked with a `session_id` registers or
+heart-beats that host session, so a gateway asking for decisions shows up among the sessions.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from monitor.core.rules import TOOL_RULES
+from monitor.core.states import AlertState
+from monitor.notify import alerts
+from monitor.notify import sessions as host_sessions
+from monitor.store import approvals
+from monitor.store.models import Alert, AlertFinding, Approval, FindingRecord, HostSession, Server, Snapshot
+
+_TOOL_RULE_IDS = [rule.id for rule in TOOL_RULES]
+
+
+@dataclass(frozen=True)
+class Approved:
+    version: int
+    events: list[Approval]
+    resolved_alerts: list[int]
+
+
+def alerts_resolved_by(session: Session, server_id: int, tools: Sequence[str], version: int) -> list[Alert]:
+    """Unresolved tool alerts about `tools` whose findings all lead to `version` or an earlier one."""
+    if not tools:
+        return []
+    newest_step = (
+        select(AlertFinding.alert_id, func.max(Snapshot.version).label("version"))
+        .join(FindingRecord, FindingRecord.id == AlertFinding.finding_id)
+        .join(Snapshot, Snapshot.id == FindingRecord.to_snapshot_id)
+        .group_by(AlertFinding.alert_id)
+        .subquery()
+    )
+    return list(
+        session.scalars(
+            select(Alert)
+            .join(newest_step, newest_step.c.alert_id == Alert.id)
+            .where(
+                Alert.server_id == server_id,
+                Alert.state.in_(AlertState.unresolved()),
+                Alert.session_id.is_(None),
+                Alert.rule.in_(_TOOL_RULE_IDS),
+                Alert.tool.in_(list(tools)),
+                newest_step.c.version <= version,
+            )
+            .order_by(Alert.id)
+        )
+    )
+
+
+def approve(
+    session: Session,
+    server: Server,
+    *,
+    version: int | None,
+    tools: Sequence[str] | None,
+    note: str,
+    actor: str,
+    now: datetime,
+    resolve_alerts: bool,
+    policy: alerts.Alerting,
+) -> Approved:
+    """Approve the tools' definitions in `version`; with `resolve_alerts`, resolve what they answer."""
+    approved_version, events = approvals.approve(
+        session, server, version=version, tools=tools, note=note, actor=actor, now=now
+    )
+    resolved: list[int] = []
+    if resolve_alerts:
+        names = [event.tool for event in events if event.tool is not None]
+        for alert in alerts_resolved_by(session, server.id, names, approved_version):
+            alerts.resolve(session, alert, now, policy=policy)
+            resolved.append(alert.id)
+    return Approved(approved_version, events, resolved)
+
+
+class SessionBeats:
+    """Records host sessions seen through decisions, writing at most once per `interval` per session
+    (or when its reported listing changes), so a busy gateway does not turn each decision into a write."""
+
+    def __init__(self, interval: float = 30.0) -> None:
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[str, str], tuple[float, str]] = {}
+
+    def due(self, server: str, session_id: str, fingerprint: str) -> bool:
+        key = (server, session_id)
+        now = time.monotonic()
+        with self._lock:
+            last = self._seen.get(key)
+            if last is not None and last[1] == fingerprint and now - last[0] < self.interval:
+                return False
+            if len(self._seen) > 100_000:
+                self._seen.clear()
+            self._seen[key] = (now, fingerprint)
+            return True
+
+
+def beat(
+    session: Session,
+    *,
+    server: str,
+    session_id: str,
+    client: str | None,
+    fingerprint: str,
+    now: datetime,
+) -> None:
+    """Register the host session, or heart-beat it with the fingerprint of the listing it holds.
+
+    A caller that sends no fingerprint is recorded as holding the current listing: the monitor has
+    no evidence otherwise, and a guess must not raise `session-stale`.
+    """
+    existing = session.scalar(
+        select(HostSession.id)
+        .join(Server, Server.id == HostSession.server_id)
+        .where(Server.name == server, HostSession.session_id == session_id)
+    )
+    if existing is None:
+        host_sessions.register_session(
+            session,
+            server=server,
+            session_id=session_id,
+            client=client,
+            connected_at=now,
+            fingerprint=fingerprint,
+            tools=None,
+            now=now,
+        )
+    else:
+        host_sessions.heartbeat(
+            session, server=server, session_id=session_id, fingerprint=fingerprint, tools=None, now=now
+        )
