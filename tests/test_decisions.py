@@ -1,0 +1,253 @@
+"""Approvals and the decision point through the API, on SQLite and (when configured) PostgreSQL:
+the review flow of the issue, tofu, off, stale listings, sessions, the kept decisions and /metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import select
+from support import record_poll, tool
+from support.world import AUTH, TOKEN, TOKEN_ENV
+
+from monitor.config import Config, MonitorSettings, ServerConfig
+from monitor.core.findings import Severity
+from monitor.core.fingerprint import fingerprint
+from monitor.store import Store
+from monitor.store.models import Alert, DecisionRecord
+from monitor.webapp.app import create_app
+
+T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
+
+
+def demo_tools(lookup_read_only: bool = True) -> list[dict[str, Any]]:
+    return [
+        tool("lookup", description="Look a record up.", read_only=lookup_read_only, destructive=False),
+        tool("search", description="Search records.", read_only=True),
+        tool("purge", description="Delete records.", read_only=False, destructive=True),
+    ]
+
+
+@dataclass
+class Demo:
+    store: Store
+    client: TestClient
+    server_id: int
+    clock: list[datetime]
+
+    def poll(self, tools: list[dict[str, Any]]) -> None:
+        self.clock[0] += timedelta(minutes=1)
+        record_poll(self.store, self.server_id, tools, self.clock[0])
+
+    def decide(self, tool_name: str, **fields: Any) -> dict[str, Any]:
+        response = self.client.post("/api/v1/decisions", json={"server": "demo", "tool": tool_name, **fields})
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+
+def make_demo(store: Store, monkeypatch: pytest.MonkeyPatch, approval: str) -> Iterator[Demo]:
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    servers = [
+        ServerConfig(
+            name="demo", transport="http", url="http://127.0.0.1:9/mcp", approval=approval, aliases=["demo-host"]
+        )
+    ]
+    config = Config(
+        monitor=MonitorSettings(api_token_env=TOKEN_ENV, alert_min_severity=Severity.HIGH),
+        servers=servers,
+        source="test",
+    )
+    server_id = store.sync_servers(servers, T0)["demo"]
+    app = create_app(store, config)
+    clock = [T0]
+    app.state.web.clock = lambda: clock[0]
+    with TestClient(app, headers=AUTH) as client:
+        yield Demo(store, client, server_id, clock)
+
+
+@pytest.fixture
+def review(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[Demo]:
+    yield from make_demo(store, monkeypatch, "review")
+
+
+@pytest.fixture
+def tofu(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[Demo]:
+    yield from make_demo(store, monkeypatch, "tofu")
+
+
+def test_review_flow_ask_approve_deny_on_revoked_read_only_and_approve_again(review: Demo) -> None:
+    never = review.decide("lookup")
+    assert never["decision"] == "ask" and never["reasons"] == ["never-polled"]
+
+    review.poll(demo_tools())
+    first = review.decide("lookup")
+    assert first["decision"] == "ask" and first["reasons"] == ["not-approved"]
+    assert first["current_version"] == 1 and first["approved_version"] is None
+
+    approved = review.client.post("/api/v1/servers/demo/approvals", json={"note": "reviewed the listing"})
+    assert approved.status_code == 201, approved.text
+    assert approved.json()["version"] == 1
+    assert sorted(a["tool"] for a in approved.json()["approvals"]) == ["lookup", "purge", "search"]
+    for name in ("lookup", "search", "purge"):
+        answer = review.decide(name)
+        assert answer["decision"] == "allow" and answer["reasons"] == ["approved"], answer
+
+    review.poll(demo_tools(lookup_read_only=False))
+    denied = review.decide("lookup")
+    assert denied["decision"] == "deny"
+    assert denied["rule"] == "read-only-revoked" and denied["severity"] == "critical"
+    assert "read-only-revoked" in denied["reason"]
+    assert denied["approved_version"] == 1 and denied["current_version"] == 2
+    annotations = denied["annotations"]
+    assert annotations["approved"]["readOnlyHint"] is True
+    assert annotations["current"]["readOnlyHint"] is False
+    assert annotations["enforced"]["readOnlyHint"] is False
+    assert annotations["enforced"]["destructiveHint"] is False  # both said not destructive
+    assert review.decide("search")["decision"] == "allow"
+    assert review.decide("purge")["decision"] == "allow"
+
+    again = review.client.post("/api/v1/servers/demo/approvals", json={"version": 2, "tools": ["lookup"]})
+    assert again.status_code == 201, again.text
+    allowed = review.decide("lookup")
+    assert allowed["decision"] == "allow" and allowed["approved_version"] == 2
+
+
+def test_enforced_annotations_are_the_stricter_per_field(review: Demo) -> None:
+    review.poll(
+        [tool("t", read_only=False, destructive=False, annotations={"idempotentHint": True, "openWorldHint": False})]
+    )
+    assert review.client.post("/api/v1/servers/demo/approvals", json={}).status_code == 201
+    review.poll(
+        [tool("t", read_only=False, destructive=True, annotations={"idempotentHint": False, "openWorldHint": True})]
+    )
+    body = review.client.get("/api/v1/servers/demo/annotations/enforced").json()
+    assert body["current_version"] == 2
+    entry = body["tools"]["t"]
+    assert entry["decision"] == "deny"  # destructive-added and idempotent-revoked are high
+    assert entry["enforced"] == {
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": False,
+        "openWorldHint": True,
+    }
+
+
+def test_tofu_trusts_the_first_version_and_asks_about_later_tools(tofu: Demo) -> None:
+    tofu.poll(demo_tools())
+    assert tofu.decide("lookup")["decision"] == "allow"
+    tofu.poll([*demo_tools(), tool("export", description="Export records.", read_only=True)])
+    added = tofu.decide("export")
+    assert added["decision"] == "ask" and added["rule"] == "tool-added"
+    history = tofu.client.get("/api/v1/servers/demo/approvals").json()
+    assert {h["tool"] for h in history} == {"lookup", "search", "purge"}
+    assert all(h["actor"] == "trust on first use" and h["version"] == 1 for h in history)
+
+    revoked = tofu.client.delete("/api/v1/servers/demo/approvals/lookup", params={"note": "re-check"})
+    assert revoked.status_code == 200 and revoked.json()["action"] == "revoke"
+    assert tofu.decide("lookup")["decision"] == "ask"
+    assert tofu.client.delete("/api/v1/servers/demo/approvals/lookup").status_code == 404
+    lookup_history = tofu.client.get("/api/v1/servers/demo/approvals", params={"tool": "lookup"}).json()
+    assert [h["action"] for h in lookup_history] == ["revoke"]
+    assert lookup_history[0]["note"] == "re-check"
+
+
+def test_unknown_removed_and_off(tofu: Demo, store: Store) -> None:
+    tofu.poll(demo_tools())
+    unknown = tofu.decide("nope")
+    assert unknown["decision"] == "deny" and unknown["reasons"] == ["unknown-tool"]
+    tofu.poll(demo_tools()[:2])
+    removed = tofu.decide("purge")
+    assert removed["decision"] == "deny" and removed["rule"] == "tool-removed"
+    missing = tofu.client.post("/api/v1/decisions", json={"server": "ghost", "tool": "x"})
+    assert missing.status_code == 404
+
+    refused = tofu.client.put("/api/v1/servers/demo/approval", json={"mode": "off"})
+    assert refused.status_code == 409, "a config server's mode is set in its config file"
+    store.sync_servers(
+        [ServerConfig(name="demo", transport="http", url="http://127.0.0.1:9/mcp", approval="off")], T0
+    )
+    off = tofu.decide("purge")
+    assert off["decision"] == "allow" and off["reason"] == "approval off for this server"
+    modes = [h for h in tofu.client.get("/api/v1/servers/demo/approvals").json() if h["action"] == "mode"]
+    assert [(m["mode"], m["actor"]) for m in modes] == [("off", "config file")]
+
+
+def test_api_server_mode_and_approval_errors(tofu: Demo) -> None:
+    created = tofu.client.post(
+        "/api/v1/servers", json={"name": "remote", "url": "http://127.0.0.1:9/mcp", "approval": "review"}
+    )
+    assert created.status_code == 201 and created.json()["approval"] == "review"
+    changed = tofu.client.put("/api/v1/servers/remote/approval", json={"mode": "tofu", "note": "trusted vendor"})
+    assert changed.status_code == 200 and changed.json()["approval"] == "tofu"
+    nothing = tofu.client.post("/api/v1/servers/remote/approvals", json={})
+    assert nothing.status_code == 422 and "not been polled" in nothing.json()["detail"]
+    tofu.poll(demo_tools())
+    no_tool = tofu.client.post("/api/v1/servers/demo/approvals", json={"tools": ["ghost"]})
+    assert no_tool.status_code == 422 and "ghost" in no_tool.json()["detail"]
+    no_version = tofu.client.post("/api/v1/servers/demo/approvals", json={"version": 9})
+    assert no_version.status_code == 422
+    unauthenticated = tofu.client.post(
+        "/api/v1/servers/demo/approvals", json={}, headers={"Authorization": "Bearer wrong"}
+    )
+    assert unauthenticated.status_code == 401
+
+
+def test_stale_listing_and_session_registration(tofu: Demo) -> None:
+    tofu.poll(demo_tools())
+    current = fingerprint(demo_tools())
+    fresh = tofu.decide("lookup", fingerprint=current, session_id="gw-1", client="gateway")
+    assert fresh["reasons"] == ["approved"] and fresh["fingerprint"] == current
+    sessions = tofu.client.get("/api/v1/sessions").json()["items"]
+    assert [(s["session_id"], s["client"], s["fingerprint"]) for s in sessions] == [("gw-1", "gateway", current)]
+
+    tofu.poll(demo_tools(lookup_read_only=False))
+    stale = tofu.decide("search", fingerprint=current, session_id="gw-1", client="gateway")
+    assert stale["decision"] == "allow" and stale["reasons"] == ["approved", "stale-listing"]
+    assert "stale-listing" in stale["reason"]
+    (session,) = tofu.client.get("/api/v1/sessions").json()["items"]
+    assert session["fingerprint"] == current and session["current_fingerprint"] != current
+
+
+def test_non_allow_decisions_are_kept_and_counted(tofu: Demo, store: Store) -> None:
+    tofu.poll(demo_tools())
+    tofu.poll(demo_tools(lookup_read_only=False))
+    for _ in range(3):
+        assert tofu.decide("lookup", session_id="s")["decision"] == "deny"
+    assert tofu.decide("search")["decision"] == "allow"
+    with store.sessions() as session:
+        kept = list(session.scalars(select(DecisionRecord)))
+    assert [(k.tool, k.decision, k.rule) for k in kept] == [("lookup", "deny", "read-only-revoked")] * 3
+    metrics = tofu.client.get("/metrics").text
+    samples = {
+        (s.labels["decision"], s.labels["reason"]): s.value
+        for family in text_string_to_metric_families(metrics)
+        if family.name == "drift_monitor_decisions"
+        for s in family.samples
+        if s.name == "drift_monitor_decisions_total"
+    }
+    assert samples == {("deny", "changed-since-approval"): 3.0, ("allow", "approved"): 1.0}
+
+
+def test_approving_resolves_the_alerts_the_change_opened(tofu: Demo, store: Store) -> None:
+    tofu.poll(demo_tools())
+    tofu.poll(demo_tools(lookup_read_only=False))
+    with store.sessions.begin() as session:
+        from monitor.notify.alerts import Alerting
+        from monitor.store.models import FindingRecord, Server
+
+        server = session.get_one(Server, tofu.server_id)
+        findings = list(session.scalars(select(FindingRecord).where(FindingRecord.rule == "read-only-revoked")))
+        Alerting(base_url="http://127.0.0.1:8000").raise_findings(session, server, findings, now=T0)
+    kept_open = tofu.client.post("/api/v1/servers/demo/approvals", json={"tools": ["search"]})
+    assert kept_open.json()["resolved_alerts"] == []
+    done = tofu.client.post("/api/v1/servers/demo/approvals", json={"tools": ["lookup"], "note": "intended"})
+    assert len(done.json()["resolved_alerts"]) == 1
+    with store.sessions() as session:
+        (alert,) = session.scalars(select(Alert))
+        assert alert.state == "resolved" and alert.tool == "lookup"
