@@ -55,7 +55,11 @@ def make_demo(store: Store, monkeypatch: pytest.MonkeyPatch, approval: str) -> I
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
     servers = [
         ServerConfig(
-            name="demo", transport="http", url="http://127.0.0.1:9/mcp", approval=approval, aliases=["demo-host"]
+            name="demo",
+            transport="http",
+            url="http://127.0.0.1:9/mcp",
+            approval=approval,
+            aliases=["demo-host"],
         )
     ]
     config = Config(
@@ -120,11 +124,25 @@ def test_review_flow_ask_approve_deny_on_revoked_read_only_and_approve_again(rev
 
 def test_enforced_annotations_are_the_stricter_per_field(review: Demo) -> None:
     review.poll(
-        [tool("t", read_only=False, destructive=False, annotations={"idempotentHint": True, "openWorldHint": False})]
+        [
+            tool(
+                "t",
+                read_only=False,
+                destructive=False,
+                annotations={"idempotentHint": True, "openWorldHint": False},
+            )
+        ]
     )
     assert review.client.post("/api/v1/servers/demo/approvals", json={}).status_code == 201
     review.poll(
-        [tool("t", read_only=False, destructive=True, annotations={"idempotentHint": False, "openWorldHint": True})]
+        [
+            tool(
+                "t",
+                read_only=False,
+                destructive=True,
+                annotations={"idempotentHint": False, "openWorldHint": True},
+            )
+        ]
     )
     body = review.client.get("/api/v1/servers/demo/annotations/enforced").json()
     assert body["current_version"] == 2
@@ -183,7 +201,9 @@ def test_api_server_mode_and_approval_errors(tofu: Demo) -> None:
         "/api/v1/servers", json={"name": "remote", "url": "http://127.0.0.1:9/mcp", "approval": "review"}
     )
     assert created.status_code == 201 and created.json()["approval"] == "review"
-    changed = tofu.client.put("/api/v1/servers/remote/approval", json={"mode": "tofu", "note": "trusted vendor"})
+    changed = tofu.client.put(
+        "/api/v1/servers/remote/approval", json={"mode": "tofu", "note": "trusted vendor"}
+    )
     assert changed.status_code == 200 and changed.json()["approval"] == "tofu"
     nothing = tofu.client.post("/api/v1/servers/remote/approvals", json={})
     assert nothing.status_code == 422 and "not been polled" in nothing.json()["detail"]
@@ -204,7 +224,9 @@ def test_stale_listing_and_session_registration(tofu: Demo) -> None:
     fresh = tofu.decide("lookup", fingerprint=current, session_id="gw-1", client="gateway")
     assert fresh["reasons"] == ["approved"] and fresh["fingerprint"] == current
     sessions = tofu.client.get("/api/v1/sessions").json()["items"]
-    assert [(s["session_id"], s["client"], s["fingerprint"]) for s in sessions] == [("gw-1", "gateway", current)]
+    assert [(s["session_id"], s["client"], s["fingerprint"]) for s in sessions] == [
+        ("gw-1", "gateway", current)
+    ]
 
     tofu.poll(demo_tools(lookup_read_only=False))
     stale = tofu.decide("search", fingerprint=current, session_id="gw-1", client="gateway")
@@ -242,7 +264,9 @@ def test_approving_resolves_the_alerts_the_change_opened(tofu: Demo, store: Stor
         from monitor.store.models import FindingRecord, Server
 
         server = session.get_one(Server, tofu.server_id)
-        findings = list(session.scalars(select(FindingRecord).where(FindingRecord.rule == "read-only-revoked")))
+        findings = list(
+            session.scalars(select(FindingRecord).where(FindingRecord.rule == "read-only-revoked"))
+        )
         Alerting(base_url="http://127.0.0.1:8000").raise_findings(session, server, findings, now=T0)
     kept_open = tofu.client.post("/api/v1/servers/demo/approvals", json={"tools": ["search"]})
     assert kept_open.json()["resolved_alerts"] == []
