@@ -3,6 +3,7 @@ the review flow of the issue, tofu, off, stale listings, sessions, the kept deci
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -275,3 +276,202 @@ def test_approving_resolves_the_alerts_the_change_opened(tofu: Demo, store: Stor
     with store.sessions() as session:
         (alert,) = session.scalars(select(Alert))
         assert alert.state == "resolved" and alert.tool == "lookup"
+
+
+def porc(resource: str, operation: str = "mcp:tool:call") -> dict[str, Any]:
+    """A PORC as ToolHive's HTTP PDP client builds it (pkg/authz/authorizers/http/porc.go), with
+    operation metadata and arguments in the context (include_operation, include_args)."""
+    feature, _, resource_id = resource.removeprefix("mrn:mcp:").partition(":")[2].partition(":")
+    return {
+        "principal": {"sub": "alice@example.com", "mroles": ["dev"], "mgroups": [], "mannotations": {}},
+        "operation": operation,
+        "resource": resource,
+        "context": {
+            "mcp": {"feature": feature, "operation": "call", "resource_id": resource_id, "args": {"q": "x"}}
+        },
+    }
+
+
+def test_toolhive_pdp_answers_allow_from_the_decision(review: Demo) -> None:
+    review.poll(demo_tools())
+    url = "/api/v1/pdp/toolhive/decision"
+    # ToolHive sends no headers of its own: the token travels as the password of the URL's userinfo.
+    basic = {"Authorization": "Basic " + base64.b64encode(f"drift-monitor:{TOKEN}".encode()).decode()}
+    plain = {"Authorization": ""}
+
+    def allowed(resource: str, **kwargs: Any) -> bool:
+        answer = review.client.post(url, json=porc(resource, **kwargs), headers=basic)
+        assert answer.status_code == 200, answer.text
+        assert set(answer.json()) == {"allow"}
+        return bool(answer.json()["allow"])
+
+    assert not allowed("mrn:mcp:demo-host:tool:lookup"), "review: ask is not an allow"
+    assert review.client.post("/api/v1/servers/demo/approvals", json={}).status_code == 201
+    assert allowed("mrn:mcp:demo-host:tool:lookup"), "the alias names the monitor's server"
+    assert allowed("mrn:mcp:demo:tool:lookup")
+    assert not allowed("mrn:mcp:demo:tool:missing")
+    assert allowed("mrn:mcp:unknown:tool:lookup"), "a server the monitor does not know: no opinion"
+    assert allowed("mrn:mcp:demo:prompt:greeting", operation="mcp:prompt:get"), "only tool calls"
+    review.poll(demo_tools(lookup_read_only=False))
+    assert not allowed("mrn:mcp:demo:tool:lookup")
+    probe = review.client.post(
+        url, params={"probe": "true"}, json=porc("mrn:mcp:demo:tool:search"), headers=basic
+    )
+    assert probe.json() == {"allow": True}
+    bearer = review.client.post(url, json=porc("mrn:mcp:demo:tool:search"))
+    assert bearer.json() == {"allow": True}
+    wrong = review.client.post(
+        url,
+        json=porc("mrn:mcp:demo:tool:search"),
+        headers={"Authorization": "Basic " + base64.b64encode(b"x:nope").decode()},
+    )
+    assert wrong.status_code == 401
+    anonymous = review.client.post(url, json=porc("mrn:mcp:demo:tool:search"), headers=plain)
+    assert anonymous.status_code == 401
+
+
+def test_the_hook_endpoint_reads_a_pre_tool_use_input_through_the_alias(review: Demo) -> None:
+    review.poll(demo_tools())
+    hook = {
+        "session_id": "s-9",
+        "transcript_path": "~/.claude/projects/x/s-9.jsonl",
+        "cwd": "~/x",
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "mcp__demo-host__lookup",
+        "tool_input": {},
+        "tool_use_id": "toolu_1",
+    }
+    answer = review.client.post("/api/v1/hooks/claude-code", json=hook).json()
+    assert answer["hookSpecificOutput"]["permissionDecision"] == "ask"
+    assert "not been approved" in answer["hookSpecificOutput"]["permissionDecisionReason"]
+    post = review.client.post("/api/v1/hooks/claude-code", json={**hook, "hook_event_name": "PostToolUse"})
+    assert post.json() == {}
+
+
+@pytest.mark.parametrize(
+    ("approved", "current", "enforced"),
+    [
+        ({"readOnlyHint": True}, {"readOnlyHint": False}, (False, True, False, True)),
+        ({"readOnlyHint": True, "openWorldHint": False}, {"readOnlyHint": True}, (True, True, False, True)),
+        (
+            {"destructiveHint": False, "idempotentHint": True, "openWorldHint": False},
+            {"destructiveHint": False, "idempotentHint": True, "openWorldHint": False},
+            (False, False, True, False),
+        ),
+        ({"idempotentHint": True}, {}, (False, True, False, True)),
+    ],
+)
+def test_enforced_is_read_only_and_idempotent_if_both_destructive_and_open_world_if_either(
+    approved: dict[str, bool], current: dict[str, bool], enforced: tuple[bool, bool, bool, bool]
+) -> None:
+    from monitor.core.decisions import enforced_hints, hints_of
+
+    result = enforced_hints(
+        hints_of(tool("t", annotations=approved)), hints_of(tool("t", annotations=current))
+    )
+    assert result is not None
+    assert (
+        result["readOnlyHint"],
+        result["destructiveHint"],
+        result["idempotentHint"],
+        result["openWorldHint"],
+    ) == enforced
+
+
+def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) -> None:
+    """0003 with a polled server (two versions, one tool flipped): after the upgrade it is a tofu
+    server whose first version is trusted, so the flipped tool is denied and the other allowed."""
+    from alembic import command
+    from sqlalchemy import Boolean, Integer, String, column, insert, table
+
+    from monitor.core.fingerprint import tool_fingerprint
+    from monitor.store import alembic_config, make_engine, migrate
+    from monitor.store.decisions import DecisionView
+    from monitor.store.models import JSONValue, UTCDateTime
+
+    engine = make_engine(database_url)
+    try:
+        config = alembic_config()
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "0003")
+        servers = table(
+            "servers", column("id", Integer), column("name", String), column("transport", String),
+            column("url", String), column("origin", String), column("created_at", UTCDateTime()), column("consecutive_failures", Integer),
+        )  # fmt: skip
+        definitions = table(
+            "tool_definitions", column("id", Integer), column("fingerprint", String), column("name", String),
+            column("definition", JSONValue),
+        )  # fmt: skip
+        listings = table(
+            "listings",
+            column("id", Integer),
+            column("fingerprint", String),
+            column("tool_count", Integer),
+            column("created_at", UTCDateTime()),
+        )
+        members = table(
+            "listing_tools",
+            column("listing_id", Integer),
+            column("tool_id", Integer),
+            column("position", Integer),
+        )
+        snapshots = table(
+            "snapshots", column("id", Integer), column("server_id", Integer), column("version", Integer),
+            column("listing_id", Integer), column("first_seen", UTCDateTime()), column("last_seen", UTCDateTime()),
+            column("poll_count", Integer),
+        )  # fmt: skip
+        attempts = table(
+            "poll_attempts", column("server_id", Integer), column("started_at", UTCDateTime()),
+            column("duration_ms", Integer), column("ok", Boolean),
+        )  # fmt: skip
+        lookup_v1, lookup_v2, search = (
+            tool("lookup", read_only=True),
+            tool("lookup", read_only=False),
+            tool("search", read_only=True),
+        )
+        with engine.begin() as connection:
+            connection.execute(
+                insert(servers).values(
+                    id=1, name="old", transport="http", url="http://127.0.0.1:9/", origin="config",
+                    created_at=T0, consecutive_failures=0,
+                )
+            )  # fmt: skip
+            for tool_id, definition in enumerate((lookup_v1, lookup_v2, search), start=1):
+                connection.execute(
+                    insert(definitions).values(
+                        id=tool_id, fingerprint=tool_fingerprint(definition), name=definition["name"],
+                        definition=definition,
+                    )
+                )  # fmt: skip
+            for version, tool_ids in ((1, (1, 3)), (2, (2, 3))):
+                listed = [(lookup_v1 if i == 1 else lookup_v2 if i == 2 else search) for i in tool_ids]
+                connection.execute(
+                    insert(listings).values(
+                        id=version, fingerprint=fingerprint(listed), tool_count=2, created_at=T0
+                    )
+                )
+                for position, tool_id in enumerate(tool_ids):
+                    connection.execute(
+                        insert(members).values(listing_id=version, tool_id=tool_id, position=position)
+                    )
+                at = T0 + timedelta(hours=version)
+                connection.execute(
+                    insert(snapshots).values(
+                        id=version, server_id=1, version=version, listing_id=version, first_seen=at, last_seen=at,
+                        poll_count=1,
+                    )
+                )  # fmt: skip
+                connection.execute(
+                    insert(attempts).values(server_id=1, started_at=at, duration_ms=5, ok=True)
+                )
+        migrate(engine)
+        view = DecisionView(engine).server("old")
+        assert view is not None and view.mode == "tofu" and view.current_version == 2
+        assert (
+            view.verdict("lookup").decision == "deny" and view.verdict("lookup").rule == "read-only-revoked"
+        )
+        assert view.verdict("search").decision == "allow" and view.verdict("search").approved_version == 1
+    finally:
+        engine.dispose()
