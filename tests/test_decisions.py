@@ -397,13 +397,22 @@ def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) 
             config.attributes["connection"] = connection
             command.upgrade(config, "0003")
         servers = table(
-            "servers", column("id", Integer), column("name", String), column("transport", String),
-            column("url", String), column("origin", String), column("created_at", UTCDateTime()), column("consecutive_failures", Integer),
-        )  # fmt: skip
+            "servers",
+            column("id", Integer),
+            column("name", String),
+            column("transport", String),
+            column("url", String),
+            column("origin", String),
+            column("created_at", UTCDateTime()),
+            column("consecutive_failures", Integer),
+        )
         definitions = table(
-            "tool_definitions", column("id", Integer), column("fingerprint", String), column("name", String),
+            "tool_definitions",
+            column("id", Integer),
+            column("fingerprint", String),
+            column("name", String),
             column("definition", JSONValue),
-        )  # fmt: skip
+        )
         listings = table(
             "listings",
             column("id", Integer),
@@ -418,14 +427,22 @@ def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) 
             column("position", Integer),
         )
         snapshots = table(
-            "snapshots", column("id", Integer), column("server_id", Integer), column("version", Integer),
-            column("listing_id", Integer), column("first_seen", UTCDateTime()), column("last_seen", UTCDateTime()),
+            "snapshots",
+            column("id", Integer),
+            column("server_id", Integer),
+            column("version", Integer),
+            column("listing_id", Integer),
+            column("first_seen", UTCDateTime()),
+            column("last_seen", UTCDateTime()),
             column("poll_count", Integer),
-        )  # fmt: skip
+        )
         attempts = table(
-            "poll_attempts", column("server_id", Integer), column("started_at", UTCDateTime()),
-            column("duration_ms", Integer), column("ok", Boolean),
-        )  # fmt: skip
+            "poll_attempts",
+            column("server_id", Integer),
+            column("started_at", UTCDateTime()),
+            column("duration_ms", Integer),
+            column("ok", Boolean),
+        )
         lookup_v1, lookup_v2, search = (
             tool("lookup", read_only=True),
             tool("lookup", read_only=False),
@@ -434,17 +451,24 @@ def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) 
         with engine.begin() as connection:
             connection.execute(
                 insert(servers).values(
-                    id=1, name="old", transport="http", url="http://127.0.0.1:9/", origin="config",
-                    created_at=T0, consecutive_failures=0,
+                    id=1,
+                    name="old",
+                    transport="http",
+                    url="http://127.0.0.1:9/",
+                    origin="config",
+                    created_at=T0,
+                    consecutive_failures=0,
                 )
-            )  # fmt: skip
+            )
             for tool_id, definition in enumerate((lookup_v1, lookup_v2, search), start=1):
                 connection.execute(
                     insert(definitions).values(
-                        id=tool_id, fingerprint=tool_fingerprint(definition), name=definition["name"],
+                        id=tool_id,
+                        fingerprint=tool_fingerprint(definition),
+                        name=definition["name"],
                         definition=definition,
                     )
-                )  # fmt: skip
+                )
             for version, tool_ids in ((1, (1, 3)), (2, (2, 3))):
                 listed = [(lookup_v1 if i == 1 else lookup_v2 if i == 2 else search) for i in tool_ids]
                 connection.execute(
@@ -459,10 +483,15 @@ def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) 
                 at = T0 + timedelta(hours=version)
                 connection.execute(
                     insert(snapshots).values(
-                        id=version, server_id=1, version=version, listing_id=version, first_seen=at, last_seen=at,
+                        id=version,
+                        server_id=1,
+                        version=version,
+                        listing_id=version,
+                        first_seen=at,
+                        last_seen=at,
                         poll_count=1,
                     )
-                )  # fmt: skip
+                )
                 connection.execute(
                     insert(attempts).values(server_id=1, started_at=at, duration_ms=5, ok=True)
                 )
