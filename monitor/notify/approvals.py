@@ -34,9 +34,12 @@ class Approved:
     resolved_alerts: list[int]
 
 
-def alerts_resolved_by(session: Session, server_id: int, tools: Sequence[str], version: int) -> list[Alert]:
-    """Unresolved tool alerts about `tools` whose findings all lead to `version` or an earlier one."""
-    if not tools:
+def alerts_resolved_by(
+    session: Session, server_id: int, tools: Sequence[str] | None, version: int
+) -> list[Alert]:
+    """Unresolved tool alerts about `tools` (None: any tool) whose findings all lead to `version` or
+    an earlier one: the changes a person accepts by approving the tools as in `version`."""
+    if tools is not None and not tools:
         return []
     newest_step = (
         select(AlertFinding.alert_id, func.max(Snapshot.version).label("version"))
@@ -54,7 +57,7 @@ def alerts_resolved_by(session: Session, server_id: int, tools: Sequence[str], v
                 Alert.state.in_(AlertState.unresolved()),
                 Alert.session_id.is_(None),
                 Alert.rule.in_(_TOOL_RULE_IDS),
-                Alert.tool.in_(list(tools)),
+                Alert.tool.is_not(None) if tools is None else Alert.tool.in_(list(tools)),
                 newest_step.c.version <= version,
             )
             .order_by(Alert.id)

@@ -33,6 +33,7 @@ from monitor.webapp.context import PollNow, WebContext
 from monitor.webapp.decisionpoint import DecisionPoint
 from monitor.webapp.deps import BEARER_REQUIRED, LoginRequired, require_read
 from monitor.webapp.pages import alerts as alert_pages
+from monitor.webapp.pages import approvals as approval_pages
 from monitor.webapp.pages import at, auth, overview
 from monitor.webapp.pages import servers as server_pages
 from monitor.webapp.pages import sessions as session_pages
@@ -241,7 +242,7 @@ def create_app(
     app.include_router(health.public)
     app.include_router(decisions.pdp)
     app.state.decision_point = DecisionPoint(web)
-    for page_module in (auth, overview, server_pages, alert_pages, session_pages, at):
+    for page_module in (auth, overview, server_pages, alert_pages, session_pages, at, approval_pages):
         app.include_router(page_module.router)
     app.mount("/static", StaticFiles(directory=WEB / "static"), name="static")
     app.add_middleware(BodyLimit, limit=config.monitor.max_request_bytes)
