@@ -22,7 +22,6 @@ from monitor.store.models import Server
 from monitor.store.records import ServerRecord
 from monitor.webapp.decisionpoint import decision_point
 from monitor.webapp.deps import (
-    ReadSession,
     Web,
     WriteSession,
     db_safe,

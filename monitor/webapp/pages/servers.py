@@ -9,10 +9,9 @@ from fastapi.responses import HTMLResponse
 
 from monitor.core.states import AlertState
 from monitor.core.text import make_visible
-from monitor.store import queries
-from monitor.store.records import SEVERITIES, ServerRecord, ToolVersionRecord
-from monitor.store import approvals
+from monitor.store import approvals, queries
 from monitor.store.models import Server
+from monitor.store.records import SEVERITIES, ServerRecord, ToolVersionRecord
 from monitor.webapp.deps import ReadSession, Web, db_safe, page_server_or_404, require_viewer, signed_in
 from monitor.webapp.pages.approvals import resolvable_alerts, server_approvals
 from monitor.webapp.pages.diffview import ToolDiffView, hint_badges, tool_diff_view
