@@ -45,6 +45,10 @@ class Demo:
         self.clock[0] += timedelta(minutes=1)
         record_poll(self.store, self.server_id, tools, self.clock[0])
 
+    def settle(self) -> None:
+        """Wait until the decisions' traces (kept decisions, session beats) are written."""
+        self.client.app.state.decision_point.recorder.flush()  # type: ignore[attr-defined]
+
     def decide(self, tool_name: str, **fields: Any) -> dict[str, Any]:
         response = self.client.post("/api/v1/decisions", json={"server": "demo", "tool": tool_name, **fields})
         assert response.status_code == 200, response.text
@@ -224,6 +228,7 @@ def test_stale_listing_and_session_registration(tofu: Demo) -> None:
     current = fingerprint(demo_tools())
     fresh = tofu.decide("lookup", fingerprint=current, session_id="gw-1", client="gateway")
     assert fresh["reasons"] == ["approved"] and fresh["fingerprint"] == current
+    tofu.settle()
     sessions = tofu.client.get("/api/v1/sessions").json()["items"]
     assert [(s["session_id"], s["client"], s["fingerprint"]) for s in sessions] == [
         ("gw-1", "gateway", current)
@@ -233,6 +238,7 @@ def test_stale_listing_and_session_registration(tofu: Demo) -> None:
     stale = tofu.decide("search", fingerprint=current, session_id="gw-1", client="gateway")
     assert stale["decision"] == "allow" and stale["reasons"] == ["approved", "stale-listing"]
     assert "stale-listing" in stale["reason"]
+    tofu.settle()
     (session,) = tofu.client.get("/api/v1/sessions").json()["items"]
     assert session["fingerprint"] == current and session["current_fingerprint"] != current
 
@@ -243,6 +249,7 @@ def test_non_allow_decisions_are_kept_and_counted(tofu: Demo, store: Store) -> N
     for _ in range(3):
         assert tofu.decide("lookup", session_id="s")["decision"] == "deny"
     assert tofu.decide("search")["decision"] == "allow"
+    tofu.settle()
     with store.sessions() as session:
         kept = list(session.scalars(select(DecisionRecord)))
     assert [(k.tool, k.decision, k.rule) for k in kept] == [("lookup", "deny", "read-only-revoked")] * 3

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support import cli, free_port, http_server, migrate_config, serving, tool
+from support import WAIT, cli, free_port, http_server, migrate_config, serving, tool, wait_until
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
@@ -109,10 +109,12 @@ def test_review_approve_flip_and_the_claude_code_hook(tmp_path: Path) -> None:
             )
             assert decision_of(http_hook("mcp__demo__search")) == "allow"
 
-            sessions = httpx.get(f"{running.url}/api/v1/sessions", headers=AUTH, timeout=30).json()["items"]
-            assert [(s["session_id"], s["client"]) for s in sessions] == [
-                ("abc123-claude-session", "claude-code")
-            ]
+            def sessions() -> list[tuple[str, str]]:
+                items = httpx.get(f"{running.url}/api/v1/sessions", headers=AUTH, timeout=30).json()["items"]
+                return [(s["session_id"], s["client"]) for s in items]
+
+            wait_until("the hook's session among the sessions", sessions, timeout=WAIT, alive=[running])
+            assert sessions() == [("abc123-claude-session", "claude-code")]
 
         stopped = f"http://127.0.0.1:{free_port()}"
         closed = hook_command(stopped, "mcp__demo__lookup", env)

@@ -8,6 +8,8 @@ heart-beats that host session, so a gateway asking for decisions shows up among 
 
 from __future__ import annotations
 
+import logging
+import queue
 import threading
 import time
 from collections.abc import Sequence
@@ -17,14 +19,17 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from monitor.core.decisions import Verdict
 from monitor.core.rules import TOOL_RULES
 from monitor.core.states import AlertState
 from monitor.notify import alerts
 from monitor.notify import sessions as host_sessions
-from monitor.store import approvals
+from monitor.store import Store, approvals
+from monitor.store.decisions import record_decision
 from monitor.store.models import Alert, AlertFinding, Approval, FindingRecord, HostSession, Server, Snapshot
 
 _TOOL_RULE_IDS = [rule.id for rule in TOOL_RULES]
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -146,3 +151,108 @@ def beat(
         host_sessions.heartbeat(
             session, server=server, session_id=session_id, fingerprint=fingerprint, tools=None, now=now
         )
+
+
+@dataclass(frozen=True)
+class DecisionWrite:
+    """What one decision leaves in the database: the decision itself when it was not an allow, and
+    the host session's heart-beat when one is due."""
+
+    server_id: int
+    server: str
+    tool: str
+    verdict: Verdict | None
+    session_id: str | None
+    client: str | None
+    holding: str | None
+    """The fingerprint the session holds, for a due heart-beat; None: no beat."""
+    at: datetime
+
+
+class DecisionRecorder:
+    """Writes decisions' traces on a thread of its own, in batches, so that answering a decision
+    never waits for the database's write lock (which a poll may hold on SQLite).
+
+    At most `max_pending` writes wait; past that they are dropped and counted (`dropped`), so a
+    flood of denials cannot grow memory without bound. `flush()` waits until everything submitted
+    so far is committed; `close()` flushes and stops the thread.
+    """
+
+    def __init__(self, store: Store, *, keep: int, max_pending: int = 10_000, batch: int = 500) -> None:
+        self.store = store
+        self.keep = keep
+        self.batch = batch
+        self.dropped = 0
+        self._queue: queue.Queue[DecisionWrite | None] = queue.Queue(max_pending)
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, write: DecisionWrite) -> None:
+        self._start()
+        try:
+            self._queue.put_nowait(write)
+        except queue.Full:
+            self.dropped += 1
+
+    def flush(self) -> None:
+        if self._thread is not None:
+            self._queue.join()
+
+    def close(self) -> None:
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join()
+
+    def _start(self) -> None:
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="decision-recorder", daemon=True)
+                    self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            items = [first]
+            while len(items) < self.batch:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            writes = [item for item in items if item is not None]
+            try:
+                if writes:
+                    self._write(writes)
+            except Exception:
+                logger.exception("could not record %d decision(s)", len(writes))
+            finally:
+                for _ in items:
+                    self._queue.task_done()
+            if len(writes) < len(items):
+                return
+
+    def _write(self, writes: list[DecisionWrite]) -> None:
+        with self.store.sessions.begin() as session:
+            for write in writes:
+                if write.verdict is not None:
+                    record_decision(
+                        session,
+                        server_id=write.server_id,
+                        tool=write.tool,
+                        verdict=write.verdict,
+                        session_id=write.session_id,
+                        client=write.client,
+                        now=write.at,
+                        keep=self.keep,
+                    )
+                if write.session_id is not None and write.holding is not None:
+                    beat(
+                        session,
+                        server=write.server,
+                        session_id=write.session_id,
+                        client=write.client,
+                        fingerprint=write.holding,
+                        now=write.at,
+                    )

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from urllib.parse import urlencode
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import RedirectResponse, Response
@@ -200,6 +203,7 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
         default_response_class=ApiJSONResponse,
+        lifespan=_lifespan,
     )
     app.state.web = web
     app.state.templates = make_environment(WEB / "templates")
@@ -249,6 +253,13 @@ def create_app(
     app.add_middleware(BearerFirst, web=web)
     app.add_middleware(SecurityHeaders)
     return app
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """On shutdown, the decisions still waiting to be written are written."""
+    yield
+    await run_in_threadpool(app.state.decision_point.recorder.close)
 
 
 def _static_version(folder: Path) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from prometheus_client.core import CounterMetricFamily, Metric
@@ -17,8 +18,8 @@ from starlette.requests import HTTPConnection
 from monitor.config import Config
 from monitor.core.decisions import Verdict
 from monitor.core.states import DecisionKind
-from monitor.notify.approvals import SessionBeats, beat
-from monitor.store.decisions import DecisionView, ServerView, record_decision
+from monitor.notify.approvals import DecisionRecorder, DecisionWrite, SessionBeats
+from monitor.store.decisions import DecisionView, ServerView
 from monitor.webapp.context import WebContext
 
 
@@ -40,9 +41,10 @@ class Answer:
 class DecisionCounts:
     """Decisions answered by this process, by decision and reason (a Prometheus collector)."""
 
-    def __init__(self) -> None:
+    def __init__(self, dropped: Callable[[], int]) -> None:
         self._lock = threading.Lock()
         self._counts: Counter[tuple[str, str]] = Counter()
+        self._dropped = dropped
 
     def add(self, verdict: Verdict) -> None:
         with self._lock:
@@ -63,7 +65,12 @@ class DecisionCounts:
             items = sorted(self._counts.items())
         for (decision, reason), count in items:
             family.add_metric([decision, reason], count)
-        return [family]
+        dropped = CounterMetricFamily(
+            "drift_monitor_decision_records_dropped",
+            "Decisions this process could not keep for review because too many were waiting to be written.",
+        )
+        dropped.add_metric([], self._dropped())
+        return [family, dropped]
 
 
 class DecisionPoint:
@@ -71,7 +78,8 @@ class DecisionPoint:
         self.web = web
         self.view = DecisionView(web.store.engine)
         self.beats = SessionBeats()
-        self.counts = DecisionCounts()
+        self.recorder = DecisionRecorder(web.store, keep=web.config.monitor.decisions_kept)
+        self.counts = DecisionCounts(lambda: self.recorder.dropped)
 
     def server_name(self, host_name: str) -> str:
         """The monitor's name for a server a host calls `host_name` (config `aliases`)."""
@@ -99,28 +107,18 @@ class DecisionPoint:
             session_id is not None and holding is not None and self.beats.due(view.name, session_id, holding)
         )
         if verdict.decision != DecisionKind.ALLOW or beat_due:
-            now = self.web.now()
-            with self.web.store.sessions.begin() as session:
-                if verdict.decision != DecisionKind.ALLOW:
-                    record_decision(
-                        session,
-                        server_id=view.server_id,
-                        tool=tool,
-                        verdict=verdict,
-                        session_id=session_id,
-                        client=client,
-                        now=now,
-                        keep=self.web.config.monitor.decisions_kept,
-                    )
-                if beat_due and session_id is not None and holding is not None:
-                    beat(
-                        session,
-                        server=view.name,
-                        session_id=session_id,
-                        client=client,
-                        fingerprint=holding,
-                        now=now,
-                    )
+            self.recorder.submit(
+                DecisionWrite(
+                    server_id=view.server_id,
+                    server=view.name,
+                    tool=tool,
+                    verdict=verdict if verdict.decision != DecisionKind.ALLOW else None,
+                    session_id=session_id,
+                    client=client,
+                    holding=holding if beat_due else None,
+                    at=self.web.now(),
+                )
+            )
         return Answer(view, tool, verdict)
 
 
@@ -128,6 +126,11 @@ def aliases(config: Config) -> dict[str, str]:
     return {alias: server.name for server in config.servers for alias in server.aliases}
 
 
-def decision_point(connection: HTTPConnection) -> DecisionPoint:
+async def decision_point(connection: HTTPConnection) -> DecisionPoint:
+    """The app's decision point (async: a dependency that only reads app state needs no thread)."""
+    return point_of(connection)
+
+
+def point_of(connection: HTTPConnection) -> DecisionPoint:
     point: DecisionPoint = connection.app.state.decision_point
     return point

@@ -12,7 +12,7 @@ import binascii
 import hmac
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from monitor.core.states import DecisionKind
@@ -103,9 +103,12 @@ def _check_text(value: str | None, loc: list[str | int]) -> None:
 @router.post(
     "/decisions",
     summary="Should this tool be called now? allow, ask or deny, with the reason",
+    response_model=DecisionOut,
     responses=not_found("server"),
 )
-def decide(body: DecisionIn, point: Point) -> DecisionOut:
+def decide(body: DecisionIn, point: Point) -> Response:
+    """Answered straight from the verdict's JSON (its shape is `DecisionOut`): no second validation
+    on the path every tool call takes."""
     _check_text(body.tool, ["body", "tool"])
     _check_text(body.session_id, ["body", "session_id"])
     _check_text(body.client, ["body", "client"])
@@ -114,7 +117,7 @@ def decide(body: DecisionIn, point: Point) -> DecisionOut:
     )
     if answer is None:
         raise HTTPException(404, f"no server named {body.server!r}")
-    return DecisionOut.model_validate(answer.to_dict())
+    return ApiJSONResponse(answer.to_dict())
 
 
 class EnforcedTool(BaseModel):

@@ -23,7 +23,7 @@ from monitor.store import queries
 from monitor.store.records import SEVERITIES
 from monitor.webapp.api.schemas import ERRORS, ApiJSONResponse
 from monitor.webapp.context import WebContext
-from monitor.webapp.decisionpoint import decision_point
+from monitor.webapp.decisionpoint import point_of
 from monitor.webapp.deps import ReadSession, Web, require_read
 
 METRICS_WINDOW = timedelta(hours=1)
@@ -143,7 +143,7 @@ def metrics(request: Request, web: Web, session: ReadSession) -> Response:
     now = web.now()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector(queries.read_metrics(session, now=now, window=METRICS_WINDOW), now))
-    registry.register(decision_point(request).counts)
+    registry.register(point_of(request).counts)
     encoder, content_type = choose_encoder(request.headers.get("accept", ""))
     return Response(encoder(registry), headers={"content-type": content_type})
 

@@ -20,7 +20,7 @@ from monitor.store import approvals
 from monitor.store.decisions import recent_decisions
 from monitor.store.models import Server
 from monitor.store.records import ServerRecord
-from monitor.webapp.decisionpoint import decision_point
+from monitor.webapp.decisionpoint import point_of
 from monitor.webapp.deps import (
     Web,
     WriteSession,
@@ -41,7 +41,7 @@ DASHBOARD = "dashboard"
 def server_approvals(request: Request, session: Session, server: ServerRecord) -> dict[str, Any]:
     """What the server page shows about approvals: each current tool's decision, the history and
     the kept decisions, and whether the person may approve."""
-    view = decision_point(request).view.server(server.name)
+    view = point_of(request).view.server(server.name)
     row = session.get_one(Server, server.id)
     verdicts = {name: view.verdict(name) for name in sorted(view.tools)} if view else {}
     return {
