@@ -211,12 +211,12 @@ def test_api_server_mode_and_approval_errors(tofu: Demo) -> None:
     )
     assert changed.status_code == 200 and changed.json()["approval"] == "tofu"
     nothing = tofu.client.post("/api/v1/servers/remote/approvals", json={})
-    assert nothing.status_code == 422 and "not been polled" in nothing.json()["detail"]
+    assert nothing.status_code == 409 and "not been polled" in nothing.json()["detail"]
     tofu.poll(demo_tools())
     no_tool = tofu.client.post("/api/v1/servers/demo/approvals", json={"tools": ["ghost"]})
-    assert no_tool.status_code == 422 and "ghost" in no_tool.json()["detail"]
+    assert no_tool.status_code == 404 and "ghost" in no_tool.json()["detail"]
     no_version = tofu.client.post("/api/v1/servers/demo/approvals", json={"version": 9})
-    assert no_version.status_code == 422
+    assert no_version.status_code == 404
     unauthenticated = tofu.client.post(
         "/api/v1/servers/demo/approvals", json={}, headers={"Authorization": "Bearer wrong"}
     )

@@ -25,7 +25,15 @@ TOFU_ACTOR = "trust on first use"
 
 
 class ApprovalError(ValueError):
-    """An approval the monitor cannot record; the message says why (for a 404 or 422)."""
+    """An approval the monitor cannot record; the message says why."""
+
+
+class NotFound(ApprovalError):
+    """The version, or a tool in it, or an approval to revoke, does not exist."""
+
+
+class NothingYet(ApprovalError):
+    """The server has not been polled: there is no version to approve yet."""
 
 
 @dataclass(frozen=True)
@@ -69,8 +77,8 @@ def _version_tools(session: Session, server_id: int, version: int | None) -> tup
     row = session.execute(query).first()
     if row is None:
         if version is None:
-            raise ApprovalError("the server has not been polled yet: there is nothing to approve")
-        raise ApprovalError(f"the server has no version {version}")
+            raise NothingYet("the server has not been polled yet: there is nothing to approve")
+        raise NotFound(f"the server has no version {version}")
     tools = dict(
         session.execute(
             select(ToolDefinition.name, ToolDefinition.fingerprint)
@@ -99,9 +107,7 @@ def approve(
     names = sorted(held) if tools is None else list(dict.fromkeys(tools))
     missing = [name for name in names if name not in held]
     if missing:
-        raise ApprovalError(
-            f"version {approved_version} has no tool named {', '.join(repr(n) for n in missing)}"
-        )
+        raise NotFound(f"version {approved_version} has no tool named {', '.join(repr(n) for n in missing)}")
     events = [
         Approval(
             server_id=server.id,
@@ -124,7 +130,7 @@ def revoke(session: Session, server: Server, tool: str, *, note: str, actor: str
     """Withdraw the approval of one tool: the next decision about it is `ask` until it is approved again."""
     approved = approved_tools(session, server).get(tool)
     if approved is None:
-        raise ApprovalError(f"{tool!r} is not approved")
+        raise NotFound(f"{tool!r} is not approved")
     event = Approval(
         server_id=server.id, action=ApprovalAction.REVOKE, tool=tool, actor=actor, note=note, created_at=now
     )

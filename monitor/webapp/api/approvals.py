@@ -111,7 +111,11 @@ def list_approvals(
     status_code=201,
     summary="Approve the tools' definitions as they are in a version",
     dependencies=[Depends(require_write)],
-    responses={**WRITE_ERRORS, **not_found("server")},
+    responses={
+        **WRITE_ERRORS,
+        **not_found("server, version or tool"),
+        409: {"model": ErrorOut, "description": "The server has not been polled yet"},
+    },
 )
 def approve(name: ServerName, body: ApprovalIn, web: Web, session: WriteSession) -> ApprovedOut:
     _check_text([*(body.tools or []), body.note, body.by or ""], "tools")
@@ -128,8 +132,10 @@ def approve(name: ServerName, body: ApprovalIn, web: Web, session: WriteSession)
             resolve_alerts=body.resolve_alerts,
             policy=web.alerting,
         )
+    except approvals.NotFound as exc:
+        raise HTTPException(404, make_visible(str(exc))) from None
     except approvals.ApprovalError as exc:
-        raise HTTPException(422, make_visible(str(exc))) from None
+        raise HTTPException(409, make_visible(str(exc))) from None
     names = {event.tool for event in done.events}
     history = [r for r in approvals.history(session, server) if r.id is not None and r.tool in names]
     return ApprovedOut(

@@ -28,7 +28,15 @@ from monitor.webapp.api.schemas import (
 )
 from monitor.webapp.context import WebContext
 from monitor.webapp.decisionpoint import Answer, DecisionPoint, decision_point
-from monitor.webapp.deps import BEARER_REQUIRED, ServerName, Web, context_of, db_safe, require_read
+from monitor.webapp.deps import (
+    BEARER_REQUIRED,
+    Bearer,
+    ServerName,
+    Web,
+    context_of,
+    db_safe,
+    require_read,
+)
 
 router = APIRouter(
     prefix="/api/v1",
@@ -250,7 +258,7 @@ def toolhive_token_ok(web: WebContext, request: Request) -> bool:
     return hmac.compare_digest(password.encode(), web.token.encode())
 
 
-async def require_toolhive(request: Request, web: Web) -> None:
+async def require_toolhive(request: Request, web: Web, _credentials: Bearer = None) -> None:
     if not toolhive_token_ok(web, request):
         raise HTTPException(401, BEARER_REQUIRED, {"WWW-Authenticate": "Bearer"})
 
