@@ -207,6 +207,14 @@ def load_config(path: str | Path | None) -> Config:
         if server.name in seen:
             raise ConfigError(f"{source}: server {server.name!r} is defined twice")
         seen.add(server.name)
+    for server in servers:
+        for alias in server.aliases:
+            if alias in seen:
+                raise ConfigError(
+                    f"{source}: server {server.name!r}: alias {alias!r} is already the name "
+                    "or alias of a server"
+                )
+            seen.add(alias)
     return Config(monitor=monitor, servers=servers, webhooks=webhooks, source=source)
 
 

@@ -7,6 +7,7 @@ import base64
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from sqlalchemy import select
 from support import record_poll, tool
 from support.world import AUTH, TOKEN, TOKEN_ENV
 
-from monitor.config import Config, MonitorSettings, ServerConfig
+from monitor.config import Config, ConfigError, MonitorSettings, ServerConfig, load_config
 from monitor.core.findings import Severity
 from monitor.core.fingerprint import fingerprint
 from monitor.store import Store
@@ -511,3 +512,13 @@ def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) 
         assert view.verdict("search").decision == "allow" and view.verdict("search").approved_version == 1
     finally:
         engine.dispose()
+
+
+def test_an_alias_may_not_name_another_server(tmp_path: Path) -> None:
+    config = tmp_path / "monitor.toml"
+    config.write_text(
+        '[[servers]]\nname = "a"\ntransport = "http"\nurl = "http://127.0.0.1:9/"\naliases = ["b"]\n'
+        '[[servers]]\nname = "b"\ntransport = "http"\nurl = "http://127.0.0.1:9/"\n'
+    )
+    with pytest.raises(ConfigError, match="alias 'b' is already the name or alias of a server"):
+        load_config(config)
