@@ -191,7 +191,7 @@ def _first_version_tools(session: Session, server_id: int) -> dict[str, tuple[st
 
 def history(session: Session, server: Server, tool: str | None = None) -> list[ApprovalRecord]:
     """Every approval event of the server (or of one tool, with the mode changes), newest first; under
-    tofu, the trust given on first use to tools never decided otherwise appears as the oldest events."""
+    tofu, the trust given on first use to the first version's tools appears as the oldest events."""
     query = select(Approval).where(Approval.server_id == server.id)
     if tool is not None:
         query = query.where((Approval.tool == tool) | Approval.tool.is_(None))
@@ -211,12 +211,11 @@ def history(session: Session, server: Server, tool: str | None = None) -> list[A
         for event in session.scalars(query.order_by(Approval.id.desc()))
     ]
     if server.approval == ApprovalMode.TOFU:
-        decided = {record.tool for record in records}
         first_seen = session.scalar(
             select(Snapshot.first_seen).where(Snapshot.server_id == server.id, Snapshot.version == 1)
         )
         for name, (fingerprint, _) in sorted(_first_version_tools(session, server.id).items()):
-            if name not in decided and (tool is None or name == tool) and first_seen is not None:
+            if (tool is None or name == tool) and first_seen is not None:
                 records.append(
                     ApprovalRecord(
                         id=None,
