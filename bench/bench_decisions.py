@@ -10,7 +10,10 @@ the answer handed to uvicorn); the client, this process, paces requests open-loo
 rate over a pool of keep-alive connections and records the latency it saw. The mix: 95% decisions
 about approved tools (allow), 5% about the flipped tools (deny, each kept in the database), half of
 them with a `session_id` (a heart-beat at most every 30 s per session). Then /healthz, which runs a
-`SELECT 1` on the same database, at the same rate: the baseline.
+`SELECT 1` on the same database, at the same rate: the baseline. Both at 1,000/s (the goal) and at
+100/s: on a machine the rest of the team is loading, 1,000/s may be more than one uvicorn process
+gets CPU for, and then server time is mostly queueing; at 100/s it is the service time. The machine's
+load average is printed with each run.
 
     python bench/bench_decisions.py [--seconds 10]
 """
@@ -38,6 +41,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 RATE = 1000.0
+RATES = (RATE, 100.0)
+"""The goal's rate, and one a loaded machine sustains, where server time is service time, not queueing."""
 SERVERS = 100
 TOOLS = 20
 CONNECTIONS = 16
@@ -146,10 +151,12 @@ def http_request(method: str, path: str, body: dict[str, Any] | None = None) -> 
     return head.encode() + payload
 
 
-async def drive(port: int, seconds: float, requests: list[bytes]) -> tuple[list[float], int, float]:
-    """Open-loop at RATE over CONNECTIONS keep-alive connections: request k is due at start + k/RATE,
+async def drive(
+    port: int, seconds: float, requests: list[bytes], rate: float
+) -> tuple[list[float], int, float]:
+    """Open-loop at `rate` over CONNECTIONS keep-alive connections: request k is due at start + k/rate,
     and its latency counts from when it was due, so a server that falls behind shows it."""
-    total = int(RATE * seconds)
+    total = int(rate * seconds)
     latencies: list[float] = []
     errors = 0
     due_queue: asyncio.Queue[tuple[int, float] | None] = asyncio.Queue()
@@ -173,7 +180,7 @@ async def drive(port: int, seconds: float, requests: list[bytes]) -> tuple[list[
     workers = [asyncio.create_task(connection()) for _ in range(CONNECTIONS)]
     start = time.perf_counter()
     for k in range(total):
-        due = start + k / RATE
+        due = start + k / rate
         delay = due - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
@@ -226,48 +233,51 @@ def main(seconds: float = 10.0) -> list[tuple[str, float, float, str]]:
                 decisions.append(http_request("POST", "/api/v1/decisions", body))
             health = [http_request("GET", "/healthz")]
 
-            asyncio.run(drive(port, 1.0, decisions))  # warm the view and the connections
+            asyncio.run(drive(port, 1.0, decisions, RATE))  # warm the view and the connections
             httpx.get(f"{base}/bench/timings", timeout=10)
-            client_decisions, errors, achieved = asyncio.run(drive(port, seconds, decisions))
-            server_decisions = httpx.get(f"{base}/bench/timings", timeout=10).json()["/api/v1/decisions"]
-            client_health, health_errors, health_rate = asyncio.run(drive(port, seconds, health))
-            server_health = httpx.get(f"{base}/bench/timings", timeout=10).json()["/healthz"]
+            runs = {}
+            for rate in RATES:
+                load = os.getloadavg()[0]
+                client_decisions, errors, achieved = asyncio.run(drive(port, seconds, decisions, rate))
+                server_decisions = httpx.get(f"{base}/bench/timings", timeout=10).json()["/api/v1/decisions"]
+                client_health, health_errors, health_rate = asyncio.run(drive(port, seconds, health, rate))
+                server_health = httpx.get(f"{base}/bench/timings", timeout=10).json()["/healthz"]
+                runs[rate] = (server_decisions, server_health, achieved, health_rate)
+                print(f"offered {rate:.0f}/s (machine load average {load:.1f} on {os.cpu_count()} cores):")
+                print(f"  decisions: {len(client_decisions)} at {achieved:.0f}/s, {errors} errors")
+                print(f"  healthz: {len(client_health)} at {health_rate:.0f}/s, {health_errors} errors")
+                for label, samples in (
+                    ("decisions server", server_decisions),
+                    ("healthz server", server_health),
+                    ("decisions client", client_decisions),
+                    ("healthz client", client_health),
+                ):
+                    print(
+                        f"  {label:<18} p50 {statistics.median(samples):7.2f} ms"
+                        f"  p99 {percentile(samples, 0.99):7.2f} ms  max {max(samples):8.2f} ms"
+                        f"  (n={len(samples)})"
+                    )
         finally:
             server.terminate()
             server.wait(timeout=30)
-    print(f"decisions: {len(client_decisions)} at {achieved:.0f}/s, {errors} errors")
-    print(f"healthz: {len(client_health)} at {health_rate:.0f}/s, {health_errors} errors")
-    for label, samples in (
-        ("decisions server", server_decisions),
-        ("healthz server", server_health),
-        ("decisions client", client_decisions),
-        ("healthz client", client_health),
-    ):
-        print(
-            f"{label:<18} p50 {statistics.median(samples):6.2f} ms  p99 {percentile(samples, 0.99):6.2f} ms"
-            f"  max {max(samples):7.2f} ms  (n={len(samples)})"
-        )
-    return [
-        (
-            "decision p50 server ms (vs /healthz)",
-            statistics.median(server_decisions),
-            statistics.median(server_health),
-            "-",
-        ),
-        (
-            "decision p99 server ms (vs /healthz)",
-            percentile(server_decisions, 0.99),
-            percentile(server_health, 0.99),
-            "p99 < 5 ms, within 2x of /healthz",
-        ),
-        (
-            "decision p99 client ms (vs /healthz)",
-            percentile(client_decisions, 0.99),
-            percentile(client_health, 0.99),
-            "-",
-        ),
-        ("decisions/s achieved (vs target)", achieved, RATE, ">= 1000/s"),
-    ]
+    rows = []
+    for rate, (server_decisions, server_health, achieved, _) in runs.items():
+        rows += [
+            (
+                f"@{rate:.0f}/s decision p50 server ms (vs /healthz)",
+                statistics.median(server_decisions),
+                statistics.median(server_health),
+                "-",
+            ),
+            (
+                f"@{rate:.0f}/s decision p99 server ms (vs /healthz)",
+                percentile(server_decisions, 0.99),
+                percentile(server_health, 0.99),
+                "p99 < 5 ms, within 2x of /healthz",
+            ),
+            (f"@{rate:.0f}/s decisions/s achieved (vs offered)", achieved, rate, "the offered rate"),
+        ]
+    return rows
 
 
 if __name__ == "__main__":
