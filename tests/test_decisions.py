@@ -525,3 +525,66 @@ def test_an_alias_may_not_name_another_server(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="alias 'b' is already the name or alias of a server"):
         load_config(config)
+
+
+def test_another_instance_sees_an_approval_at_its_next_decision(store: Store, database_url: str) -> None:
+    """Two processes on one database: each has its own view; an approval committed through the other
+    engine moves the generation, so the very next decision here reflects it (no polling, no TTL)."""
+    from monitor.store import make_engine
+    from monitor.store.approvals import approve
+    from monitor.store.decisions import DecisionView
+    from monitor.store.models import Server
+
+    servers = [ServerConfig(name="demo", transport="http", url="http://127.0.0.1:9/", approval="review")]
+    server_id = store.sync_servers(servers, T0)["demo"]
+    record_poll(store, server_id, demo_tools(), T0)
+    here = DecisionView(store.engine)
+    assert here.server("demo").verdict("lookup").decision == "ask"  # type: ignore[union-attr]
+    other = make_engine(database_url)
+    try:
+        with Store(other).sessions.begin() as session:
+            approve(
+                session,
+                session.get_one(Server, server_id),
+                version=None,
+                tools=["lookup"],
+                note="",
+                actor="elsewhere",
+                now=T0,
+            )
+    finally:
+        other.dispose()
+    assert here.server("demo").verdict("lookup").decision == "allow"  # type: ignore[union-attr]
+
+
+def test_kept_decisions_are_trimmed_to_the_newest_and_pruned_by_age(store: Store) -> None:
+    from sqlalchemy import func
+
+    from monitor.core.decisions import Verdict
+    from monitor.core.states import DecisionKind
+    from monitor.store.decisions import prune_decisions, record_decision
+
+    server_id = store.sync_servers([ServerConfig(name="d", transport="http", url="http://127.0.0.1:9/")], T0)[
+        "d"
+    ]
+    verdict = Verdict(DecisionKind.DENY, "unknown-tool", "not listed")
+    with store.sessions.begin() as session:
+        for n in range(100):
+            record_decision(
+                session,
+                server_id=server_id,
+                tool=f"t{n}",
+                verdict=verdict,
+                session_id=None,
+                client=None,
+                now=T0 + timedelta(minutes=n),
+                keep=10,
+            )
+    with store.sessions() as session:
+        kept = list(session.scalars(select(DecisionRecord.tool).order_by(DecisionRecord.id)))
+    assert kept == [f"t{n}" for n in range(90, 100)]
+    cutoff = T0 + timedelta(minutes=95)
+    assert prune_decisions(store.engine, older_than=cutoff, dry_run=True) == 5
+    assert prune_decisions(store.engine, older_than=cutoff, batch_size=2) == 5
+    with store.sessions() as session:
+        assert session.scalar(select(func.count()).select_from(DecisionRecord)) == 5
