@@ -588,3 +588,23 @@ def test_kept_decisions_are_trimmed_to_the_newest_and_pruned_by_age(store: Store
     assert prune_decisions(store.engine, older_than=cutoff, batch_size=2) == 5
     with store.sessions() as session:
         assert session.scalar(select(func.count()).select_from(DecisionRecord)) == 5
+
+
+def test_the_recorder_keeps_the_good_writes_of_a_batch_with_a_bad_one(store: Store) -> None:
+    from monitor.core.decisions import Verdict
+    from monitor.core.states import DecisionKind
+    from monitor.notify.approvals import DecisionRecorder, DecisionWrite
+
+    server_id = store.sync_servers([ServerConfig(name="d", transport="http", url="http://127.0.0.1:9/")], T0)[
+        "d"
+    ]
+    verdict = Verdict(DecisionKind.ASK, "not-approved", "not approved yet")
+    recorder = DecisionRecorder(store, keep=100)
+    try:
+        for target in (server_id + 1000, server_id):  # the first names a server that is gone
+            recorder.submit(DecisionWrite(target, "d", "t", verdict, None, None, None, T0))
+        recorder.flush()
+    finally:
+        recorder.close()
+    with store.sessions() as session:
+        assert [row.server_id for row in session.scalars(select(DecisionRecord))] == [server_id]

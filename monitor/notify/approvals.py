@@ -223,15 +223,29 @@ class DecisionRecorder:
                     break
             writes = [item for item in items if item is not None]
             try:
-                if writes:
-                    self._write(writes)
-            except Exception:
-                logger.exception("could not record %d decision(s)", len(writes))
+                self._write_all(writes)
             finally:
                 for _ in items:
                     self._queue.task_done()
             if len(writes) < len(items):
                 return
+
+    def _write_all(self, writes: list[DecisionWrite]) -> None:
+        """One transaction for the batch; if it fails, each write on its own, so that one bad write
+        (a server deleted meanwhile) costs only itself."""
+        if not writes:
+            return
+        try:
+            self._write(writes)
+            return
+        except Exception:
+            if len(writes) == 1:
+                logger.exception(
+                    "could not record a decision about %r on %r", writes[0].tool, writes[0].server
+                )
+                return
+        for write in writes:
+            self._write_all([write])
 
     def _write(self, writes: list[DecisionWrite]) -> None:
         with self.store.sessions.begin() as session:
