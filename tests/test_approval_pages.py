@@ -59,6 +59,9 @@ def test_server_page_shows_decisions_and_the_diff_page_approves(browser: TestCli
 
     diff = browser.get("/servers/search/diff?from=1&to=4")
     assert "Approve every tool as in v4" in diff.text
+    assert diff.text.count("Approve this tool as in v4") == 3, (
+        "lookup, purge and the hostile tool; export is gone"
+    )
     assert "also resolve the 1 open alert these changes raised" in diff.text
     refused = browser.post("/servers/search/approve", data={"version": "4", "back": "diff", "from": "1"})
     assert refused.status_code == 403, "no CSRF token"
