@@ -16,6 +16,7 @@ BENCHMARKS = [
     "bench_serve",
     "bench_scale",
     "bench_latency",
+    "bench_decisions",
 ]
 
 

@@ -78,6 +78,10 @@ class ServerConfig(BaseModel):
     sse_fallback: bool = False
     """For transport "http": when the URL refuses Streamable HTTP with a 4xx, poll it over SSE, as
     hosts do with a bare `url` (set for such imported entries)."""
+    approval: Literal["tofu", "review", "off"] = "tofu"
+    """What the decision point treats as approved (SPEC section 10)."""
+    aliases: list[str] = Field(default_factory=list)
+    """Other names hosts know the server by (Claude Code's `mcp__<name>__tool`), for the hook adapters."""
 
     @model_validator(mode="after")
     def _transport_fields(self) -> ServerConfig:
@@ -157,6 +161,8 @@ class MonitorSettings(BaseSettings):
     (see `HostPolicy`). Config-file servers are not restricted."""
     max_request_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     """Largest request body the web app reads (a host session report carries a whole listing); 413 above."""
+    decisions_kept: int = Field(default=1000, ge=1)
+    """Non-allow decisions kept per server for review; older ones are trimmed (and pruned by age)."""
 
     @field_validator("database_url")
     @classmethod
@@ -248,6 +254,14 @@ def load_config(path: str | Path | None) -> Config:
         if server.name in seen:
             raise ConfigError(f"{source}: server {server.name!r} is defined twice")
         seen.add(server.name)
+    for server in servers:
+        for alias in server.aliases:
+            if alias in seen:
+                raise ConfigError(
+                    f"{source}: server {server.name!r}: alias {alias!r} is already the name "
+                    "or alias of a server"
+                )
+            seen.add(alias)
     return Config(monitor=monitor, servers=servers, webhooks=webhooks, source=source, skipped=skipped)
 
 

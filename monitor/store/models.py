@@ -106,6 +106,8 @@ class Server(Base):
     """Since when the monitor's long-lived watch session has been healthy; None while it is down."""
     last_notification_at: Mapped[datetime | None]
     """When the watch session last received a tools list-changed notification."""
+    approval: Mapped[str] = mapped_column(String(10), default="tofu", server_default="tofu")
+    """`tofu`, `review` or `off` (SPEC section 10): what the decision point treats as approved."""
 
     __table_args__ = (Index("ix_servers_next_poll_at", "next_poll_at"),)
 
@@ -306,4 +308,55 @@ class HostSession(Base):
 
     __table_args__ = (
         UniqueConstraint("server_id", "session_id", name="uq_host_sessions_server_id_session_id"),
+    )
+
+
+class Approval(Base):
+    """One event of the approval history, kept forever: a tool approved as one definition, a tool's
+    approval revoked, or the server's approval mode changed (`tool` NULL). The newest event of a
+    tool is its approval state."""
+
+    __tablename__ = "approvals"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    server_id: Mapped[int] = mapped_column(ForeignKey("servers.id", ondelete="CASCADE"))
+    action: Mapped[str] = mapped_column(String(10))
+    """approve, revoke or mode."""
+    tool: Mapped[str | None] = mapped_column(Text)
+    version: Mapped[int | None]
+    """The server version whose definition of the tool was approved."""
+    definition_fingerprint: Mapped[str | None] = mapped_column(String(64))
+    """The approved definition (a `tool_definitions` fingerprint)."""
+    mode: Mapped[str | None] = mapped_column(String(10))
+    """For a mode event: the new mode."""
+    actor: Mapped[str] = mapped_column(Text)
+    note: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime]
+
+    __table_args__ = (Index("ix_approvals_server_id_tool_id", "server_id", "tool", "id"),)
+
+
+class DecisionRecord(Base):
+    """A non-allow answer of the decision point, kept for review (the newest few per server)."""
+
+    __tablename__ = "decisions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    server_id: Mapped[int] = mapped_column(ForeignKey("servers.id", ondelete="CASCADE"))
+    tool: Mapped[str] = mapped_column(Text)
+    decided_at: Mapped[datetime]
+    decision: Mapped[str] = mapped_column(String(5))
+    reason_code: Mapped[str] = mapped_column(String(40))
+    reason: Mapped[str] = mapped_column(Text)
+    rule: Mapped[str | None] = mapped_column(String(64))
+    severity: Mapped[str | None] = mapped_column(String(10))
+    approved_version: Mapped[int | None]
+    current_version: Mapped[int | None]
+    stale_listing: Mapped[bool] = mapped_column(Boolean)
+    session_id: Mapped[str | None] = mapped_column(String(200))
+    client: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        Index("ix_decisions_server_id_id", "server_id", "id"),
+        Index("ix_decisions_decided_at", "decided_at"),
     )

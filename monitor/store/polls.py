@@ -20,7 +20,8 @@ from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.rules import servers
 from monitor.core.rules.servers import WatchState
-from monitor.core.states import ServerOrigin
+from monitor.core.states import ApprovalMode, ServerOrigin
+from monitor.store.approvals import set_mode
 from monitor.store.db import insert as _insert
 from monitor.store.models import (
     FindingRecord,
@@ -126,6 +127,14 @@ class Store:
                 server.url = config.url
                 server.command = config.command
                 server.era = config.era
+                set_mode(
+                    session,
+                    server,
+                    ApprovalMode(config.approval),
+                    actor="config file",
+                    note="approval mode from the config file",
+                    now=now,
+                )
                 session.flush()
                 ids[config.name] = server.id
         return ids

@@ -29,7 +29,7 @@ from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.notify.alerts import Alerting
 from monitor.store import Store
-from monitor.store.models import Alert
+from monitor.store.models import Alert, Approval
 from monitor.webapp.app import CONTENT_SECURITY_POLICY, create_app
 from monitor.webapp.context import SESSION_COOKIE
 from monitor.webapp.pages.csrf import CSRF_COOKIE
@@ -234,18 +234,28 @@ def test_every_form_refuses_missing_wrong_and_cross_site_csrf(
     still open); the same request with a valid same-site token works."""
     forms = sorted(p for m, p, in_schema in app_routes(world.app) if m == "post" and not in_schema)
     forms = [p for p in forms if not p.startswith("/api/")]
-    assert forms == ["/alerts/{alert_id}/ack", "/login", "/logout", "/refresh"], forms
+    assert forms == [
+        "/alerts/{alert_id}/ack",
+        "/login",
+        "/logout",
+        "/refresh",
+        "/servers/{name}/approve",
+        "/servers/{name}/revoke",
+    ], forms
     session = signed_in(world.app).cookies[SESSION_COOKIE]
     urls = {
         "/login": ("/login", {"token": TOKEN, "next": "/"}),
         "/logout": ("/logout", {}),
         "/alerts/{alert_id}/ack": (f"/alerts/{world.alert_id}/ack", {"next": "/alerts"}),
         "/refresh": ("/refresh", {"refresh": "off", "next": "/alerts"}),
+        "/servers/{name}/approve": (f"/servers/hostile/approve?tool={quote(SCRIPT)}", {"version": "2"}),
+        "/servers/{name}/revoke": ("/servers/hostile/revoke?tool=lookup", {"note": SCRIPT}),
     }
     foreign = other_key_csrf(world.store, monkeypatch)
     for form in forms:
         url, fields = urls[form]
         good = fresh_csrf(world.app)
+        events_before = _approval_events(world)
         bad_cases: list[tuple[str, str | None, str | None, dict[str, str]]] = [
             ("no token", None, None, {}),
             ("cookie only", good, None, {}),
@@ -267,9 +277,16 @@ def test_every_form_refuses_missing_wrong_and_cross_site_csrf(
             assert audit(response.text).problems == []
         if form == "/alerts/{alert_id}/ack":
             assert _alert_state(world) == "open", "a refused form acknowledged the alert"
+        assert _approval_events(world) == events_before, "a refused form approved or revoked"
         response = _post(world.app, url, fields, session, good, good, {"Origin": "http://testserver"})
         assert response.status_code == 303, (form, response.status_code, response.text[:300])
     assert _alert_state(world) == "acknowledged"
+    assert _approval_events(world) == [("approve", SCRIPT), ("revoke", "lookup")]
+
+
+def _approval_events(world: World) -> list[tuple[str, str | None]]:
+    with world.store.sessions() as session:
+        return [(a.action, a.tool) for a in session.scalars(select(Approval).order_by(Approval.id))]
 
 
 def _post(

@@ -36,6 +36,7 @@ _SERVER_COLUMNS = (
     Server.era,
     Server.interval_seconds,
     Server.headers,
+    Server.approval,
 )
 """Plain columns rather than ORM objects: the overview reads hundreds of servers per request."""
 

@@ -20,6 +20,7 @@ from monitor.store.records import SEVERITIES
 from monitor.webapp.api.metrics import server_gauges
 from monitor.webapp.api.schemas import ERRORS, ApiJSONResponse
 from monitor.webapp.context import WebContext
+from monitor.webapp.decisionpoint import point_of
 from monitor.webapp.deps import ReadSession, Web, require_read
 
 public = APIRouter(tags=["operations"], default_response_class=ApiJSONResponse)
@@ -120,6 +121,7 @@ def metrics(request: Request, web: Web, session: ReadSession) -> Response:
     now = web.now()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector(queries.read_metrics(session), now))
+    registry.register(point_of(request).counts)
     encoder, content_type = choose_encoder(request.headers.get("accept", ""))
     body = encoder(registry)
     process = encoder(REGISTRY)  # this process's counters and histograms (`monitor.metrics`)

@@ -212,6 +212,11 @@ class ServerCreate(BaseModel):
     )
     interval_seconds: float | None = Field(default=None, gt=0, le=86400 * 365)
     era: Literal["handshake", "modern"] = "handshake"
+    approval: Literal["tofu", "review", "off"] = Field(
+        default="tofu",
+        description="`tofu` approves the first version seen, `review` nothing until a person does, "
+        "`off` allows every call",
+    )
 
 
 TOOLS_SCHEMA: dict[str, Any] = {

@@ -118,6 +118,7 @@ def create_server(web: Web, body: ServerCreate, response: Response, session: Wri
             headers=dict(body.headers) or None,
             interval_seconds=body.interval_seconds,
             era=body.era,
+            approval=body.approval,
             next_poll_at=now,
         )
     )

@@ -9,9 +9,11 @@ from fastapi.responses import HTMLResponse
 
 from monitor.core.states import AlertState
 from monitor.core.text import make_visible
-from monitor.store import queries
+from monitor.store import approvals, queries
+from monitor.store.models import Server
 from monitor.store.records import SEVERITIES, ServerRecord, ToolVersionRecord
-from monitor.webapp.deps import ReadSession, db_safe, page_server_or_404, require_viewer
+from monitor.webapp.deps import ReadSession, Web, db_safe, page_server_or_404, require_viewer, signed_in
+from monitor.webapp.pages.approvals import resolvable_alerts, server_approvals
 from monitor.webapp.pages.diffview import ToolDiffView, hint_badges, tool_diff_view
 from monitor.webapp.pages.params import number_param
 from monitor.webapp.pages.rendering import render
@@ -48,11 +50,12 @@ def server_page(
         tools=[(tool, hint_badges(tool)) for tool in tools],
         alerts=alerts,
         attempts=attempts,
+        **server_approvals(request, session, server),
     )
 
 
 @router.get("/servers/{name}/diff", response_class=HTMLResponse)
-def diff_page(request: Request, server: TheServer, session: ReadSession) -> HTMLResponse:
+def diff_page(request: Request, web: Web, server: TheServer, session: ReadSession) -> HTMLResponse:
     params = request.query_params
     if server.current is None:
         return render(
@@ -72,6 +75,9 @@ def diff_page(request: Request, server: TheServer, session: ReadSession) -> HTML
         diff=diff,
         tools=[tool_diff_view(t) for t in diff.tools],
         choices=queries.list_snapshots(session, server.id, limit=500),
+        can_approve=signed_in(web, request),
+        resolvable=resolvable_alerts(session, server, new_version, None),
+        done=params.get("done", ""),
     )
 
 
@@ -100,4 +106,5 @@ def tool_page(request: Request, server: TheServer, tool: str, session: ReadSessi
         tool=tool,
         steps=steps,
         badges=hint_badges(newest) if newest is not None else None,
+        approval_history=approvals.history(session, session.get_one(Server, server.id), tool),
     )
