@@ -188,7 +188,10 @@ class Store:
             if new_version and previous is not None:
                 before = previous[0]
                 watch = WatchState(
-                    server.watch_connected_since, server.last_notification_at, list_changed_advertised
+                    server.watch_connected_since,
+                    server.last_notification_at,
+                    list_changed_advertised,
+                    shares_polled_instance=server.transport != "stdio",
                 )
                 announced = servers.announced(watch, before.last_seen)
                 findings = _diff_against(session, before.listing_id, listing)

@@ -63,13 +63,21 @@ class WatchState:
     """Since when the session has been healthy; None while it is down."""
     last_notification_at: datetime | None
     list_changed_advertised: bool | None
+    shares_polled_instance: bool = True
+    """Whether the session talks to the server instance the polls see. Not so for stdio: every poll
+    starts a new process, so a new stdio listing is a new deployment that the watch session's own
+    (older) process never served, and its silence proves nothing."""
 
 
 def announced(watch: WatchState, previous_confirmed: datetime) -> bool | None:
     """Whether a change after `previous_confirmed` (the old version's last poll) was announced.
 
-    None when no healthy watch session covered that whole gap: then silence proves nothing.
+    None when no healthy watch session covered that whole gap, on the very instance that now serves
+    the new listing: then silence proves nothing. A session that dropped and reconnected is healthy
+    only since it reconnected (the watch manager records each connection afresh).
     """
+    if not watch.shares_polled_instance:
+        return None
     if watch.connected_since is None or watch.connected_since > previous_confirmed:
         return None
     return watch.last_notification_at is not None and watch.last_notification_at >= previous_confirmed
