@@ -66,7 +66,9 @@ def test_a_stdio_upgrade_is_a_new_deployment_not_a_silent_change(engine: Engine)
 
 
 @pytest.mark.parametrize("transport", ["http", "sse"])
-def test_a_running_server_changing_without_a_notification_is_one_alert(engine: Engine, transport: str) -> None:
+def test_a_running_server_changing_without_a_notification_is_one_alert(
+    engine: Engine, transport: str
+) -> None:
     running = ServerConfig(name="tenants", transport=transport, url="http://127.0.0.1:9/mcp")
     rules = change_under_watch(engine, running)
     assert rules.count("listing-changed-silently") == 1

@@ -50,6 +50,7 @@ class Alerting:
         base_url: str,
         min_severity: Severity | None = None,
         delivery_expiry: timedelta = DEFAULT_EXPIRY,
+        clear_for: timedelta = timedelta(seconds=15),
     ) -> None:
         self.webhooks = list(webhooks)
         self.base_url = base_url.rstrip("/")
@@ -58,6 +59,8 @@ class Alerting:
         )
         """Findings at or above this open alerts; by default the lowest any webhook wants."""
         self.delivery_expiry = delivery_expiry
+        self.clear_for = clear_for
+        """How long a re-checked condition must stay clear before its alert resolves: one full check."""
         self.on_enqueue: Callable[[], None] | None = None
         """Called after a transaction that enqueued deliveries commits (e.g. `Deliverer.notify`)."""
 
@@ -67,7 +70,12 @@ class Alerting:
             [config.monitor.alert_min_severity, *(webhook.min_severity for webhook in config.webhooks)],
             key=lambda s: s.rank,
         )
-        return cls(config.webhooks, base_url=config.monitor.public_url, min_severity=lowest)
+        return cls(
+            config.webhooks,
+            base_url=config.monitor.public_url,
+            min_severity=lowest,
+            clear_for=timedelta(seconds=config.monitor.session_check_interval),
+        )
 
     def after_poll(self, session: Session, poll: RecordedPoll) -> None:
         """Poll hook: clear what the poll shows fixed, then raise what it found."""
@@ -134,9 +142,27 @@ class Alerting:
         alert = _open_alert(session, open_key(server.id, finding.rule, finding.tool, session_id))
         if alert is not None and alert.severity_rank >= finding.severity.rank:
             alert.last_seen_at = max(alert.last_seen_at, now)
+            alert.clear_since = None  # it came back before clearing for a full check: the same alert
             return
         records = store_findings(session, server.id, [finding], now)
         self.raise_findings(session, server, records, now=now, session_id=session_id)
+
+    def clear_standing(
+        self, session: Session, server_id: int, rule: str, *, session_id: str, now: datetime
+    ) -> None:
+        """A re-checked condition found clear: its alert resolves once it has stayed clear for a full check.
+
+        The first clear check only notes the time; a later one at least `clear_for` after it resolves.
+        A condition that returns in between (`raise_standing`) keeps the same alert: one condition is
+        one alert, and a checker racing a heartbeat cannot turn it into open, resolved, open.
+        """
+        alert = _open_alert(session, open_key(server_id, rule, None, session_id))
+        if alert is None:
+            return
+        if alert.clear_since is None:
+            alert.clear_since = now
+        elif now - alert.clear_since >= self.clear_for:
+            resolve(session, alert, now, policy=self)
 
     def _resolve_cleared(self, session: Session, server_id: int, listing_id: int, now: datetime) -> set[str]:
         """Resolve tool alerts whose rule no longer fires from the listing they started at to this one.
@@ -317,6 +343,7 @@ def _attach(
     """A repeat: no new webhook, except to webhooks that a worse severity now concerns."""
     session.add_all(AlertFinding(alert_id=alert.id, finding_id=f.id) for f in findings)
     alert.last_seen_at = max(alert.last_seen_at, now)
+    alert.clear_since = None
     if severity.rank > alert.severity_rank:
         previous = alert.severity_rank
         alert.severity, alert.severity_rank, alert.message = severity.value, severity.rank, message

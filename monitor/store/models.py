@@ -323,7 +323,7 @@ class HostSession(Base):
 
 
 class Silence(Base):
-    """A mute, as Alertmanager has them: findings matching server, tool and rule open no alert until `ends_at`.
+    """A mute, as in Alertmanager: findings matching server, tool and rule open no alert until `ends_at`.
 
     A field left None matches anything. Muted findings are still stored (marked with the silence);
     a silence that ends resolves nothing by itself.
