@@ -312,12 +312,52 @@ def resolve_matching(
     return alert
 
 
-def acknowledge(session: Session, alert_id: int, now: datetime) -> Alert | None:
-    """Mark an open alert as seen; it stays unresolved until its condition clears. None: no such alert."""
+class AlertResolved(ValueError):
+    """A change a resolved alert no longer takes (the API's and the page's 409)."""
+
+
+def acknowledge(
+    session: Session, alert_id: int, now: datetime, *, by: str | None = None, note: str | None = None
+) -> Alert | None:
+    """Mark an alert as seen, by whom and why; it stays unresolved until its condition clears.
+
+    None: no such alert. Acknowledging again keeps the first time and adds a later note or name;
+    a resolved alert raises `AlertResolved`, since nothing is left to acknowledge.
+    """
     alert = session.get(Alert, alert_id, with_for_update=True)
-    if alert is not None and alert.state == AlertState.OPEN:
+    if alert is None:
+        return None
+    if alert.state == AlertState.RESOLVED:
+        raise AlertResolved(
+            f"alert {alert_id} was resolved at {_iso(alert.resolved_at)}: nothing to acknowledge"
+        )
+    if alert.state == AlertState.OPEN:
         alert.state, alert.acknowledged_at = AlertState.ACKNOWLEDGED, now
+    alert.acknowledged_by = by or alert.acknowledged_by
+    alert.ack_note = note or alert.ack_note
     return alert
+
+
+def resolve_by_hand(
+    session: Session, alert_id: int, now: datetime, *, by: str | None, note: str | None, policy: Alerting
+) -> Alert | None:
+    """A person closes an alert (a session that will never report again, a known change): webhooks hear it.
+
+    None: no such alert; an alert already resolved raises `AlertResolved`. If the condition is
+    still there, the next finding opens a new alert: resolving is not muting (silences are).
+    """
+    alert = session.get(Alert, alert_id, with_for_update=True)
+    if alert is None:
+        return None
+    if alert.state == AlertState.RESOLVED:
+        raise AlertResolved(f"alert {alert_id} was already resolved at {_iso(alert.resolved_at)}")
+    alert.resolved_by, alert.resolve_note = by or "a signed-in user", note
+    resolve(session, alert, now, policy=policy)
+    return alert
+
+
+def _iso(at: datetime | None) -> str:
+    return at.isoformat() if at is not None else "an unknown time"
 
 
 def open_key(server_id: int, rule: str, tool: str | None, session_id: str | None) -> str:

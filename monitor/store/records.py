@@ -157,12 +157,37 @@ class AlertRecord(Record):
     acknowledged_at: datetime | None
     resolved_at: datetime | None
     finding_count: int
+    acknowledged_by: str | None = None
+    ack_note: str | None = None
+    resolved_by: str | None = Field(default=None, description="Who resolved it by hand; null when it cleared")
+    resolve_note: str | None = None
 
     @classmethod
     def of(cls, alert: Alert, *, server: str, finding_count: int) -> AlertRecord:
         """The record of an alert row at hand (the queries read the same shape in one statement)."""
         columns = {name: getattr(alert, name) for name in cls.model_fields if hasattr(Alert, name)}
         return cls.model_validate({**columns, "server": server, "finding_count": finding_count})
+
+
+class DeliveryRecord(Record):
+    """One webhook delivery of an alert event, from the outbox: its state and how often it was tried."""
+
+    id: str = Field(description="The `webhook-id` header, stable across retries")
+    webhook: str
+    event_type: str
+    state: str
+    created_at: datetime
+    attempts: int
+    delivered_at: datetime | None
+    last_error: str | None
+
+
+class AlertDetail(Record):
+    """Everything the alert's own page (`/alerts/{id}`, the webhooks' `url`) shows."""
+
+    alert: AlertRecord
+    findings: list[ChangeRecord]
+    deliveries: list[DeliveryRecord]
 
 
 class SessionRecord(Record):

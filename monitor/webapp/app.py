@@ -31,6 +31,7 @@ from monitor.webapp.api import alerts, changes, health, servers, sessions, snaps
 from monitor.webapp.api.schemas import PATTERN_MESSAGES, ApiJSONResponse
 from monitor.webapp.context import PollNow, WebContext
 from monitor.webapp.deps import BEARER_REQUIRED, LoginRequired, require_read
+from monitor.webapp.pages import alert as alert_page
 from monitor.webapp.pages import alerts as alert_pages
 from monitor.webapp.pages import at, auth, overview
 from monitor.webapp.pages import servers as server_pages
@@ -237,7 +238,7 @@ def create_app(
     for api_module in (health, servers, snapshots, changes, alerts, sessions):
         app.include_router(api_module.router)
     app.include_router(health.public)
-    for page_module in (auth, overview, server_pages, alert_pages, session_pages, at):
+    for page_module in (auth, overview, server_pages, alert_pages, alert_page, session_pages, at):
         app.include_router(page_module.router)
     app.mount("/static", StaticFiles(directory=WEB / "static"), name="static")
     app.add_middleware(BodyLimit, limit=config.monitor.max_request_bytes)

@@ -7,6 +7,7 @@ alerts and the metrics counts.
 """
 
 from monitor.store.queries.alerts import (
+    alert_detail,
     alert_state_counts,
     find_alert,
     list_alerts,
@@ -46,6 +47,7 @@ __all__ = [
     "InForce",
     "MetricsData",
     "ToolChangeView",
+    "alert_detail",
     "alert_state_counts",
     "current_snapshots",
     "diff_versions",

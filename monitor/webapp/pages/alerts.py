@@ -21,6 +21,7 @@ from monitor.webapp.deps import (
     require_viewer,
     signed_in,
 )
+from monitor.webapp.pages.alert import form_text
 from monitor.webapp.pages.auth import safe_next
 from monitor.webapp.pages.csrf import CheckedForm
 from monitor.webapp.pages.params import number_param
@@ -71,7 +72,12 @@ def acknowledge(
 ) -> Response:
     """Acknowledged through `monitor.notify.alerts`, which owns alert state; back to where the form was.
     The form is checked first, then who posted it, then the alert (the parameters' order)."""
-    alerts.acknowledge(session, alert.id, web.now())
+    try:
+        alerts.acknowledge(
+            session, alert.id, web.now(), by=form_text(fields, "by"), note=form_text(fields, "note")
+        )
+    except alerts.AlertResolved as exc:
+        raise HTTPException(409, str(exc)) from None
     target = safe_next(fields.get("next"), "/alerts")
     separator = "&" if "?" in target else "?"
     return RedirectResponse(f"{target}{separator}done={alert.id}", status_code=303)
