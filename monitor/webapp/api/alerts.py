@@ -72,7 +72,9 @@ class AlertNote(BaseModel):
     note: str | None = Field(default=None, max_length=2000, pattern=NO_NUL)
 
 
-CONFLICT: dict[int | str, dict[str, Any]] = {409: {"model": ErrorOut, "description": "The alert is already resolved"}}
+CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorOut, "description": "The alert is already resolved"}
+}
 
 
 @router.get(
