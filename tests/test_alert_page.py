@@ -154,3 +154,18 @@ def test_the_api_shows_one_alert_and_refuses_to_acknowledge_a_resolved_one(
         assert client.post(f"/api/v1/alerts/{open_alert['id']}/resolve").status_code == 409
         assert client.get("/api/v1/alerts/999999").status_code == 404
         assert client.post("/api/v1/alerts/1/ack", json={"by": "x", "extra": 1}).status_code == 422
+
+
+def test_an_acknowledged_critical_stays_on_the_overview_and_the_server_page(
+    alerted: Store, browser: TestClient
+) -> None:
+    with alerted.sessions() as session:
+        alert_id = session.scalars(select(Alert.id).where(Alert.rule == "read-only-revoked")).one()
+    token = csrf_of(browser.get(f"/alerts/{alert_id}").text)
+    acked = browser.post(f"/alerts/{alert_id}/ack", data={"csrf_token": token, "by": "dana"})
+    assert acked.status_code == 303
+    overview = browser.get("/").text
+    assert "acknowledged, unresolved:" in overview and "1 critical" in overview
+    assert "tenants" in browser.get("/?min_severity=critical").text, "still among the critical servers"
+    server = browser.get("/servers/tenants").text
+    assert f'href="/alerts/{alert_id}"' in server and "acknowledged by dana" in server

@@ -81,6 +81,9 @@ class ServerRecord(Record):
     )
     current: SnapshotRecord | None
     open_alerts: dict[str, int] = Field(description="Open alerts by severity")
+    acknowledged_alerts: dict[str, int] = Field(
+        default_factory=dict, description="Acknowledged alerts (seen, not yet resolved) by severity"
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -93,6 +96,12 @@ class ServerRecord(Record):
     def worst_open_rank(self) -> int:
         """The rank of the worst severity with an open alert; -1 when none is open."""
         return max((Severity(s).rank for s, n in self.open_alerts.items() if n > 0), default=-1)
+
+    @property
+    def worst_unresolved_rank(self) -> int:
+        """As `worst_open_rank`, counting acknowledged alerts too: seen is not fixed."""
+        counts = [*self.open_alerts.items(), *self.acknowledged_alerts.items()]
+        return max((Severity(s).rank for s, n in counts if n > 0), default=-1)
 
 
 class FindingFields(Record):

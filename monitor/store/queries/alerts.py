@@ -116,9 +116,11 @@ def alert_state_counts(session: Session) -> dict[AlertState, int]:
     return counts
 
 
-def open_alert_counts(session: Session, server_ids: Iterable[int] | None = None) -> dict[int, dict[str, int]]:
-    """Open (not acknowledged, not resolved) alerts per server and severity."""
-    query = select(Alert.server_id, Alert.severity, func.count()).where(Alert.state == AlertState.OPEN)
+def open_alert_counts(
+    session: Session, server_ids: Iterable[int] | None = None, *, state: AlertState = AlertState.OPEN
+) -> dict[int, dict[str, int]]:
+    """Open (not acknowledged, not resolved) alerts per server and severity; or those in `state`."""
+    query = select(Alert.server_id, Alert.severity, func.count()).where(Alert.state == state)
     if server_ids is not None:
         query = query.where(Alert.server_id.in_(list(server_ids)))
     counts: dict[int, dict[str, int]] = defaultdict(dict)

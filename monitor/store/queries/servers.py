@@ -10,6 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from monitor.core.states import AlertState
 from monitor.store.models import PollAttempt, Server
 from monitor.store.queries.alerts import open_alert_counts
 from monitor.store.queries.history import current_snapshots
@@ -57,7 +58,9 @@ def redact_url(url: str | None) -> str | None:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
-def _server_record(row: Any, current: SnapshotRecord | None, alerts: dict[str, int]) -> ServerRecord:
+def _server_record(
+    row: Any, current: SnapshotRecord | None, alerts: dict[str, int], acknowledged: dict[str, int]
+) -> ServerRecord:
     """The record of one row of `_SERVER_COLUMNS`: the headers only say whether there are any."""
     return ServerRecord.model_validate(
         {
@@ -67,6 +70,7 @@ def _server_record(row: Any, current: SnapshotRecord | None, alerts: dict[str, i
             "has_headers": bool(row.headers),
             "current": current,
             "open_alerts": {s: alerts.get(s, 0) for s in SEVERITIES},
+            "acknowledged_alerts": {s: acknowledged.get(s, 0) for s in SEVERITIES},
         }
     )
 
@@ -84,7 +88,10 @@ def list_servers(
     ids = [r.id for r in rows] if limit is not None or after is not None else None
     currents = current_snapshots(session, ids)
     alerts = open_alert_counts(session, ids)
-    return [_server_record(r, currents.get(r.id), alerts.get(r.id, {})) for r in rows]
+    acknowledged = open_alert_counts(session, ids, state=AlertState.ACKNOWLEDGED)
+    return [
+        _server_record(r, currents.get(r.id), alerts.get(r.id, {}), acknowledged.get(r.id, {})) for r in rows
+    ]
 
 
 def find_server(session: Session, name: str) -> ServerRecord | None:
@@ -92,7 +99,8 @@ def find_server(session: Session, name: str) -> ServerRecord | None:
     if row is None:
         return None
     current = current_snapshots(session, [row.id]).get(row.id)
-    return _server_record(row, current, open_alert_counts(session, [row.id]).get(row.id, {}))
+    acknowledged = open_alert_counts(session, [row.id], state=AlertState.ACKNOWLEDGED).get(row.id, {})
+    return _server_record(row, current, open_alert_counts(session, [row.id]).get(row.id, {}), acknowledged)
 
 
 def server_id(session: Session, name: str) -> int | None:

@@ -22,8 +22,8 @@ def overview(request: Request, session: ReadSession, min_severity: str | None = 
     changes = queries.list_changes(session, min_severity=severity, limit=50)
     states = queries.alert_state_counts(session)
     if severity is not None:
-        servers = [s for s in servers if s.worst_open_rank >= severity.rank]
-    servers.sort(key=lambda s: (-s.worst_open_rank, s.status != ServerStatus.FAILING, s.name))
+        servers = [s for s in servers if s.worst_unresolved_rank >= severity.rank]
+    servers.sort(key=lambda s: (-s.worst_unresolved_rank, s.status != ServerStatus.FAILING, s.name))
     return render(
         request,
         session,

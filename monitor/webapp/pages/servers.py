@@ -7,7 +7,6 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
-from monitor.core.states import AlertState
 from monitor.core.text import make_visible
 from monitor.store import queries
 from monitor.store.records import SEVERITIES, ServerRecord, ToolVersionRecord
@@ -29,12 +28,11 @@ def server_page(
     versions = queries.list_snapshots(session, server.id, limit=VERSIONS_PER_PAGE + 1, before=cursor)
     summaries = queries.version_summaries(session, [v.id for v in versions])
     tools = queries.listing_tools(session, server.current.listing_id) if server.current else []
-    alerts = queries.list_alerts(session, state=AlertState.OPEN, server_id=server.id, limit=20)
+    alerts = queries.unresolved_alerts(session, [server.id])[:20]
     attempts = queries.recent_attempts(session, server.id)
     more = len(versions) > VERSIONS_PER_PAGE
     versions = versions[:VERSIONS_PER_PAGE]
     tools.sort(key=lambda t: str(t.get("name")))
-    alerts.sort(key=lambda a: (-a.severity.rank, -a.id))
     return render(
         request,
         session,
