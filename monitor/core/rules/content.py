@@ -244,6 +244,8 @@ def _definition_changed(change: ToolChange) -> Iterator[Finding]:
             both_objects = isinstance(old, Mapping) and isinstance(new, Mapping)
             if both_objects or isinstance(old, Mapping):
                 continue
+            if isinstance(new, Mapping) and new:
+                continue  # annotations first declared: each key is reported below, beside its own rule
         elif key in _RULED_KEYS and not _same_json(old, new):
             continue
         yield _other_change(change, key, old, new)
