@@ -26,6 +26,7 @@ from monitor.core.states import AlertState
 from monitor.notify.outbox import DEFAULT_EXPIRY, enqueue, wake_after_commit
 from monitor.notify.payloads import ALERT_OPENED, ALERT_RESOLVED, MAX_FINDINGS, alert_payload
 from monitor.store.db import insert
+from monitor.store.flapping import settled_changes
 from monitor.store.models import (
     Alert,
     AlertFinding,
@@ -51,6 +52,7 @@ class Alerting:
         min_severity: Severity | None = None,
         delivery_expiry: timedelta = DEFAULT_EXPIRY,
         clear_for: timedelta = timedelta(seconds=15),
+        flapping_window: timedelta = timedelta(hours=1),
     ) -> None:
         self.webhooks = list(webhooks)
         self.base_url = base_url.rstrip("/")
@@ -61,6 +63,8 @@ class Alerting:
         self.delivery_expiry = delivery_expiry
         self.clear_for = clear_for
         """How long a re-checked condition must stay clear before its alert resolves: one full check."""
+        self.flapping_window = flapping_window
+        """A flapping server has settled once one listing has lasted this long."""
         self.on_enqueue: Callable[[], None] | None = None
         """Called after a transaction that enqueued deliveries commits (e.g. `Deliverer.notify`)."""
 
@@ -75,11 +79,17 @@ class Alerting:
             base_url=config.monitor.public_url,
             min_severity=lowest,
             clear_for=timedelta(seconds=config.monitor.session_check_interval),
+            flapping_window=timedelta(seconds=config.monitor.flapping_window),
         )
 
     def after_poll(self, session: Session, poll: RecordedPoll) -> None:
-        """Poll hook: clear what the poll shows fixed, then raise what it found."""
+        """Poll hook: clear what the poll shows fixed, then raise what it found.
+
+        While the server flaps, its tool findings are stored but open no alerts: the one
+        `listing-flapping` alert stands for them until the server settles.
+        """
         undone: set[str] = set()
+        findings = list(poll.findings)
         if poll.snapshot is not None:
             resolve_matching(session, poll.server.id, "server-unreachable", now=poll.now, policy=self)
             if poll.new_version:
@@ -88,7 +98,36 @@ class Alerting:
                 resolve_matching(
                     session, poll.server.id, "listing-changed-silently", now=poll.now, policy=self
                 )
-        self.raise_findings(session, poll.server, poll.findings, now=poll.now, undone=undone)
+            findings += self._settle(session, poll.server.id, poll.snapshot, poll.now)
+        flapping = _open_alert(session, open_key(poll.server.id, "listing-flapping", None, None))
+        if flapping is not None or any(f.rule == "listing-flapping" for f in findings):
+            findings = [f for f in findings if f.rule not in _TOOL_CHECKS]
+        self.raise_findings(session, poll.server, findings, now=poll.now, undone=undone)
+
+    def _settle(
+        self, session: Session, server_id: int, current: Snapshot, now: datetime
+    ) -> list[FindingRecord]:
+        """Resolve `listing-flapping` once one listing has lasted the window, and return what the
+        flapping held back: the findings from before it began to where it settled, now stored."""
+        alert = _open_alert(session, open_key(server_id, "listing-flapping", None, None))
+        if alert is None or now - current.first_seen < self.flapping_window:
+            return []
+        resolve(session, alert, now, policy=self)
+        first = session.scalar(
+            select(FindingRecord)
+            .join(AlertFinding, AlertFinding.finding_id == FindingRecord.id)
+            .where(AlertFinding.alert_id == alert.id)
+            .order_by(FindingRecord.id)
+            .limit(1)
+        )
+        baseline = first.detail.get("baseline_version") if first and isinstance(first.detail, dict) else None
+        settled = (
+            settled_changes(session, server_id, baseline, current) if isinstance(baseline, int) else None
+        )
+        if settled is None:
+            return []
+        start, found = settled
+        return store_findings(session, server_id, found, now, from_snapshot=start.id, to_snapshot=current.id)
 
     def raise_findings(
         self,
@@ -226,6 +265,8 @@ def alerting_store(
         engine,
         attempts_kept=config.monitor.attempts_kept,
         unreachable_after=config.monitor.unreachable_after,
+        flapping_returns=config.monitor.flapping_returns,
+        flapping_window=timedelta(seconds=config.monitor.flapping_window),
         hooks=[*hooks, alerting],
     )
     return store, alerting

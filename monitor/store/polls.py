@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Engine, delete, select
@@ -22,6 +22,7 @@ from monitor.core.rules import servers
 from monitor.core.rules.servers import WatchState
 from monitor.core.states import ServerOrigin
 from monitor.store.db import insert as _insert
+from monitor.store.flapping import returns_since
 from monitor.store.models import (
     FindingRecord,
     Listing,
@@ -87,12 +88,15 @@ class Store:
         *,
         attempts_kept: int = 100,
         unreachable_after: int = 3,
+        flapping_returns: int = 3,
+        flapping_window: timedelta = timedelta(hours=1),
         hooks: Sequence[PollHook] = (),
     ) -> None:
         self.engine = engine
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         self.attempts_kept = attempts_kept
         self.unreachable_after = unreachable_after
+        self.flapping_returns, self.flapping_window = flapping_returns, flapping_window
         self.hooks = list(hooks)
 
     def _run_hooks(self, session: Session, poll: RecordedPoll) -> None:
@@ -195,10 +199,20 @@ class Store:
                 )
                 announced = servers.announced(watch, before.last_seen)
                 findings = _diff_against(session, before.listing_id, listing)
+                returns = returns_since(session, server_id, finished_at - self.flapping_window)
+                flapping = servers.listing_flapping(
+                    server.name,
+                    returns.count,
+                    self.flapping_returns,
+                    self.flapping_window,
+                    returns.versions,
+                    len(returns.fingerprints),
+                    findings,
+                )
                 silent = servers.listing_changed_silently(
                     server.name, snapshot.version, watch, before.last_seen
                 )
-                findings += [silent] if silent else []
+                findings += [f for f in (silent, flapping) if f is not None]
                 records = store_findings(
                     session,
                     server_id,
