@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from monitor.config import Config, WebhookConfig
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.rules import TOOL_RULES, Check
+from monitor.core.rules.listings import LISTING_RULES
 from monitor.core.states import AlertState
 from monitor.notify.outbox import DEFAULT_EXPIRY, enqueue, wake_after_commit
 from monitor.notify.payloads import ALERT_OPENED, ALERT_RESOLVED, MAX_FINDINGS, alert_payload
@@ -94,6 +95,8 @@ class Alerting:
             resolve_matching(session, poll.server.id, "server-unreachable", now=poll.now, policy=self)
             if poll.new_version:
                 undone = self._resolve_cleared(session, poll.server.id, poll.snapshot.listing_id, poll.now)
+                for rule in set(LISTING_RULES) - {f.rule for f in poll.findings}:  # a new version without it
+                    resolve_matching(session, poll.server.id, rule, now=poll.now, policy=self)
             if poll.announced:  # the server announced this change: it does notify after all
                 resolve_matching(
                     session, poll.server.id, "listing-changed-silently", now=poll.now, policy=self

@@ -18,7 +18,7 @@ from monitor.config import ServerConfig
 from monitor.core.diff import diff_changes
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.fingerprint import CanonicalListing
-from monitor.core.rules import servers
+from monitor.core.rules import listings, servers
 from monitor.core.rules.servers import WatchState
 from monitor.core.states import ServerOrigin
 from monitor.store.db import insert as _insert
@@ -147,8 +147,13 @@ class Store:
         capabilities: dict[str, Any],
         list_changed_advertised: bool,
         metas: dict[str, Any] | None = None,
+        validation_errors: Sequence[str] = (),
     ) -> PollOutcome:
-        """Store a successful poll: a new version only when the listing changed."""
+        """Store a successful poll: a new version only when the listing changed.
+
+        A listing that breaks the MCP schema (`validation_errors`) is stored like any other, marked
+        with the errors, and raises `listing-invalid`: what hosts reject is exactly what to review.
+        """
         with self.sessions.begin() as session:
             server = _lock_server(session, server_id)
             previous = session.execute(
@@ -176,6 +181,7 @@ class Store:
                     poll_count=1,
                     protocol_version=protocol_version,
                     server_info=server_info,
+                    validation_errors=list(validation_errors) or None,
                 )
                 session.add(snapshot)
                 session.flush()
@@ -212,13 +218,19 @@ class Store:
                 silent = servers.listing_changed_silently(
                     server.name, snapshot.version, watch, before.last_seen
                 )
-                findings += [f for f in (silent, flapping) if f is not None]
+                bump = listings.changed_without_version_bump(
+                    server.name, snapshot.version, before.server_info, server_info
+                )
+                findings += [f for f in (silent, flapping, bump) if f is not None]
+            if new_version:
+                invalid = listings.listing_invalid(server.name, snapshot.version, validation_errors)
+                findings += [invalid] if invalid else []
                 records = store_findings(
                     session,
                     server_id,
                     findings,
                     finished_at,
-                    from_snapshot=before.id,
+                    from_snapshot=previous[0].id if previous else None,
                     to_snapshot=snapshot.id,
                 )
             self._run_hooks(
@@ -247,9 +259,20 @@ class Store:
             )
 
     def record_failure(
-        self, server_id: int, kind: str, message: str, *, started_at: datetime, finished_at: datetime
+        self,
+        server_id: int,
+        kind: str,
+        message: str,
+        *,
+        started_at: datetime,
+        finished_at: datetime,
+        raw_payload: str | None = None,
     ) -> PollOutcome:
-        """Store a failed poll; the Nth failure in a row raises `server-unreachable`."""
+        """Store a failed poll; the Nth failure in a row raises `server-unreachable`.
+
+        `raw_payload`: what a server sent that could not be read as a listing, kept for review
+        (the caller bounds it, see `RAW_PAYLOAD_LIMIT`).
+        """
         with self.sessions.begin() as session:
             server = _lock_server(session, server_id)
             server.consecutive_failures += 1
@@ -270,6 +293,7 @@ class Store:
                     ok=False,
                     error_kind=kind,
                     error=message,
+                    raw_payload=raw_payload,
                 ),
             )
             return PollOutcome(
