@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 from support import http_server, record_poll, tool
+from support.world import AUTH, make_app
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
@@ -76,7 +78,9 @@ def test_a_listing_hosts_reject_is_stored_as_a_version_with_its_errors(
             )
 
 
-def test_a_listing_that_cannot_be_read_keeps_its_raw_payload(store: Store, tmp_path: Path) -> None:
+def test_a_listing_that_cannot_be_read_keeps_its_raw_payload(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tools_file = tmp_path / "tools.json"
     duplicated: list[dict[str, Any]] = [tool("same"), tool("same", description="Again.")]
     tools_file.write_text(json.dumps(duplicated))
@@ -90,6 +94,15 @@ def test_a_listing_that_cannot_be_read_keeps_its_raw_payload(store: Store, tmp_p
     with store.sessions() as session:
         attempt = session.scalars(select(PollAttempt)).one()
     assert attempt.raw_payload is not None and json.loads(attempt.raw_payload) == {"tools": duplicated}
+    with TestClient(make_app(store, monkeypatch), headers=AUTH) as client:
+        link = f"/servers/files/polls/{attempt.id}/raw"
+        assert f'href="{link}"' in client.get("/servers/files").text
+        raw = client.get(link)
+        assert raw.status_code == 200 and raw.headers["content-type"].startswith("text/plain")
+        assert raw.headers["x-content-type-options"] == "nosniff"
+        assert json.loads(raw.text) == {"tools": duplicated}
+        assert client.get(f"/servers/files/polls/{attempt.id + 1}/raw").status_code == 404
+        assert client.get("/servers/files/polls/x/raw").status_code == 422
 
 
 def test_changed_without_version_bump(store: Store) -> None:

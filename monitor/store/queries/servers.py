@@ -120,6 +120,9 @@ class AttemptRow:
     ok: bool
     error_kind: str | None
     error: str | None
+    id: int = 0
+    has_raw: bool = False
+    """A listing that could not be read was kept with it (see `raw_payload`)."""
 
 
 def recent_attempts(session: Session, server_id: int, limit: int = 10) -> list[AttemptRow]:
@@ -130,9 +133,20 @@ def recent_attempts(session: Session, server_id: int, limit: int = 10) -> list[A
             PollAttempt.ok,
             PollAttempt.error_kind,
             PollAttempt.error,
+            PollAttempt.id,
+            PollAttempt.raw_payload.is_not(None),
         )
         .where(PollAttempt.server_id == server_id)
         .order_by(PollAttempt.id.desc())
         .limit(limit)
     ).all()
     return [AttemptRow(*row) for row in rows]
+
+
+def raw_payload(session: Session, server_id: int, attempt_id: int) -> str | None:
+    """What a server sent in a poll that could not be read as a listing, if it was kept."""
+    return session.scalar(
+        select(PollAttempt.raw_payload).where(
+            PollAttempt.id == attempt_id, PollAttempt.server_id == server_id
+        )
+    )
