@@ -11,13 +11,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from monitor.cli import database, offline, serve
+from monitor.cli import database, offline, serve, silence
 from monitor.cli.common import EXIT_USAGE, CommandError
 from monitor.config import ConfigError
 from monitor.core.listing import ListingError
 from monitor.core.text import make_visible
 
-COMMAND_GROUPS = (offline, database, serve)
+COMMAND_GROUPS = (offline, database, serve, silence)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

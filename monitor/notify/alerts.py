@@ -24,6 +24,7 @@ from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.rules import TOOL_RULES, Check
 from monitor.core.rules.listings import LISTING_RULES
 from monitor.core.states import AlertState
+from monitor.notify import silences
 from monitor.notify.outbox import DEFAULT_EXPIRY, enqueue, wake_after_commit
 from monitor.notify.payloads import ALERT_OPENED, ALERT_RESOLVED, MAX_FINDINGS, alert_payload
 from monitor.store.db import insert
@@ -150,7 +151,11 @@ class Alerting:
         resolved: flipping back is the fix, so it does not open the opposite alert as well.
         """
         groups: dict[tuple[str, str | None], list[FindingRecord]] = defaultdict(list)
+        muted = silences.muting(session, server.name, now)
         for record in findings:
+            if (silence := muted.match(record.tool, record.rule)) is not None:
+                record.silence_id = silence.id  # stored and shown as muted; no alert, no webhook
+                continue
             reverses = _change_key(record.tool, record.field, record.old, record.new) in undone
             if record.severity_rank >= self.min_severity.rank and not reverses:
                 groups[record.rule, record.tool].append(record)
@@ -186,6 +191,13 @@ class Alerting:
             alert.last_seen_at = max(alert.last_seen_at, now)
             alert.clear_since = None  # it came back before clearing for a full check: the same alert
             return
+        silence = silences.muting(session, server.name, now).match(finding.tool, finding.rule)
+        if silence is not None and session.scalar(
+            select(FindingRecord.id).where(
+                FindingRecord.silence_id == silence.id, FindingRecord.message == finding.message
+            )
+        ):
+            return  # muted, and already stored once under this silence
         records = store_findings(session, server.id, [finding], now)
         self.raise_findings(session, server, records, now=now, session_id=session_id)
 

@@ -16,7 +16,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from monitor.core.rules import Severity
 from monitor.core.states import AlertState, ServerOrigin, ServerStatus
-from monitor.store.models import Alert
+from monitor.store.models import Alert, Silence
 
 SEVERITIES: tuple[str, ...] = tuple(s.value for s in sorted(Severity, key=lambda s: -s.rank))
 """Severity names, worst first: the order every page and count lists them in."""
@@ -129,6 +129,7 @@ class ChangeRecord(FindingFields):
     detected_at: datetime
     from_version: int | None = Field(description="The version changed from; null for server findings")
     to_version: int | None
+    silence_id: int | None = Field(default=None, description="The silence that muted it: stored, no alert")
 
 
 class ToolVersionRecord(Record):
@@ -197,6 +198,25 @@ class AlertDetail(Record):
     alert: AlertRecord
     findings: list[ChangeRecord]
     deliveries: list[DeliveryRecord]
+
+
+class SilenceRecord(Record):
+    """A silence: which findings it mutes (a null field matches anything), until when, who and why."""
+
+    id: int
+    server: str | None
+    tool: str | None
+    rule: str | None
+    ends_at: datetime
+    created_by: str
+    reason: str
+    created_at: datetime
+    active: bool = Field(description="Whether it mutes findings now")
+
+    @classmethod
+    def of(cls, silence: Silence, now: datetime) -> SilenceRecord:
+        columns = {name: getattr(silence, name) for name in cls.model_fields if name != "active"}
+        return cls.model_validate({**columns, "active": silence.created_at <= now < silence.ends_at})
 
 
 class SessionRecord(Record):

@@ -27,7 +27,7 @@ import monitor
 from monitor.config import Config
 from monitor.notify.alerts import Alerting
 from monitor.store import Store
-from monitor.webapp.api import alerts, changes, health, servers, sessions, snapshots
+from monitor.webapp.api import alerts, changes, health, servers, sessions, silences, snapshots
 from monitor.webapp.api.schemas import PATTERN_MESSAGES, ApiJSONResponse
 from monitor.webapp.context import PollNow, WebContext
 from monitor.webapp.deps import BEARER_REQUIRED, LoginRequired, require_read
@@ -36,6 +36,7 @@ from monitor.webapp.pages import alerts as alert_pages
 from monitor.webapp.pages import at, auth, overview
 from monitor.webapp.pages import servers as server_pages
 from monitor.webapp.pages import sessions as session_pages
+from monitor.webapp.pages import silences as silence_pages
 from monitor.webapp.pages.csrf import FormRefused
 from monitor.webapp.pages.rendering import error_page, make_environment
 
@@ -235,10 +236,19 @@ def create_app(
     def openapi() -> Response:
         return ApiJSONResponse(app.openapi())
 
-    for api_module in (health, servers, snapshots, changes, alerts, sessions):
+    for api_module in (health, servers, snapshots, changes, alerts, sessions, silences):
         app.include_router(api_module.router)
     app.include_router(health.public)
-    for page_module in (auth, overview, server_pages, alert_pages, alert_page, session_pages, at):
+    for page_module in (
+        auth,
+        overview,
+        server_pages,
+        alert_pages,
+        alert_page,
+        session_pages,
+        silence_pages,
+        at,
+    ):
         app.include_router(page_module.router)
     app.mount("/static", StaticFiles(directory=WEB / "static"), name="static")
     app.add_middleware(BodyLimit, limit=config.monitor.max_request_bytes)
