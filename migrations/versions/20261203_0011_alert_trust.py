@@ -42,11 +42,10 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("ack_note", sa.Text(), nullable=True))
         batch_op.add_column(sa.Column("resolved_by", sa.Text(), nullable=True))
         batch_op.add_column(sa.Column("resolve_note", sa.Text(), nullable=True))
+    # A plain column, no foreign key: adding one makes SQLite rebuild the findings table, and dropping
+    # the old table would cascade to alert_findings. Silences are never deleted (they end), so it holds.
     with op.batch_alter_table("findings", schema=None) as batch_op:
         batch_op.add_column(sa.Column("silence_id", sa.Integer(), nullable=True))
-        batch_op.create_foreign_key(
-            batch_op.f("fk_findings_silence_id_silences"), "silences", ["silence_id"], ["id"], ondelete="SET NULL"
-        )
     with op.batch_alter_table("snapshots", schema=None) as batch_op:
         batch_op.add_column(sa.Column("validation_errors", _JSON, nullable=True))
     with op.batch_alter_table("poll_attempts", schema=None) as batch_op:
@@ -59,7 +58,6 @@ def downgrade() -> None:
     with op.batch_alter_table("snapshots", schema=None) as batch_op:
         batch_op.drop_column("validation_errors")
     with op.batch_alter_table("findings", schema=None) as batch_op:
-        batch_op.drop_constraint(batch_op.f("fk_findings_silence_id_silences"), type_="foreignkey")
         batch_op.drop_column("silence_id")
     with op.batch_alter_table("alerts", schema=None) as batch_op:
         batch_op.drop_column("resolve_note")

@@ -191,8 +191,9 @@ class FindingRecord(Base):
     new: Mapped[Any | None]
     message: Mapped[str] = mapped_column(Text)
     detail: Mapped[Any | None]
-    silence_id: Mapped[int | None] = mapped_column(ForeignKey("silences.id", ondelete="SET NULL"))
-    """The silence that muted this finding when it was found: stored and shown, but it opened no alert."""
+    silence_id: Mapped[int | None]
+    """The silence (`silences.id`; silences end, they are never deleted) that muted this finding when
+    it was found: stored and shown, but it opened no alert."""
 
     __table_args__ = (
         Index("ix_findings_server_id_detected_at", "server_id", "detected_at"),
