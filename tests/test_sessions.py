@@ -273,3 +273,29 @@ def test_a_condition_that_clears_for_less_than_a_full_check_keeps_its_alert(
     (again,) = open_alerts(store)
     assert again.id == first.id and again.clear_since is None
     assert webhook_events(store) == [("alert.opened", "session-stale")]
+
+
+def test_a_condition_below_the_alert_threshold_is_stored_once_not_at_every_check(store: Store) -> None:
+    """session-long-lived is low; with the default threshold (high) it opens no alert, and its finding
+    is stored once, not once per check."""
+    alerting = Alerting(base_url="http://127.0.0.1:8000")
+    server_id = store.sync_servers(
+        [ServerConfig(name="git", transport="http", url="http://127.0.0.1:9/")], T0
+    )["git"]
+    record_poll(store, server_id, tools(read_only=True), T0)
+    with store.sessions.begin() as session:
+        register_session(
+            session,
+            server="git",
+            session_id="old",
+            client=None,
+            connected_at=T0 - timedelta(hours=9),
+            fingerprint=fingerprint(tools(read_only=True)),
+            tools=None,
+            now=T0,
+        )
+    for tick in range(10):
+        check(store, alerting, T0 + timedelta(seconds=15 * tick))
+    with store.sessions() as session:
+        rules = session.scalars(select(FindingRecord.rule)).all()
+    assert rules == ["session-long-lived"] and open_alerts(store) == []

@@ -191,13 +191,17 @@ class Alerting:
             alert.last_seen_at = max(alert.last_seen_at, now)
             alert.clear_since = None  # it came back before clearing for a full check: the same alert
             return
-        silence = silences.muting(session, server.name, now).match(finding.tool, finding.rule)
-        if silence is not None and session.scalar(
-            select(FindingRecord.id).where(
-                FindingRecord.silence_id == silence.id, FindingRecord.message == finding.message
+        muted = silences.muting(session, server.name, now).match(finding.tool, finding.rule) is not None
+        if (muted or finding.severity.rank < self.min_severity.rank) and session.scalar(
+            select(FindingRecord.id)
+            .where(
+                FindingRecord.server_id == server.id,
+                FindingRecord.rule == finding.rule,
+                FindingRecord.message == finding.message,
             )
+            .limit(1)
         ):
-            return  # muted, and already stored once under this silence
+            return  # it opens no alert, and is stored already: not once more per check
         records = store_findings(session, server.id, [finding], now)
         self.raise_findings(session, server, records, now=now, session_id=session_id)
 
