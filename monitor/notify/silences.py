@@ -25,6 +25,14 @@ class SilenceError(ValueError):
     """A silence the monitor cannot keep; the message says why (a 422, or a CLI error)."""
 
 
+class UnknownServer(SilenceError):
+    """It names a server that is not registered (the API's 404)."""
+
+
+class EndsTooSoon(SilenceError):
+    """It would end before it starts (the API's 409)."""
+
+
 @dataclass(frozen=True)
 class Muting:
     """The silences active for one server at one instant."""
@@ -68,11 +76,11 @@ def create_silence(
     if server is None and tool is None and rule is None:
         raise SilenceError("a silence needs at least one of server, tool or rule: it would mute everything")
     if ends_at <= now:
-        raise SilenceError(f"ends_at {ends_at.isoformat()} is not in the future")
+        raise EndsTooSoon(f"ends_at {ends_at.isoformat()} is not in the future")
     if rule is not None and rule not in CATALOG:
         raise SilenceError(f"unknown rule {make_visible(rule)!r} (see `drift-monitor rules`)")
     if server is not None and session.scalar(select(Server.id).where(Server.name == server)) is None:
-        raise SilenceError(f"no server named {make_visible(server)!r}")
+        raise UnknownServer(f"no server named {make_visible(server)!r}")
     if not created_by.strip() or not reason.strip():
         raise SilenceError("a silence needs who made it (created_by) and why (reason)")
     silence = Silence(
