@@ -107,3 +107,17 @@ def test_settling_resolves_the_flapping_alert_and_raises_what_it_settled_on(flap
     assert [event for event, _ in flapper.deliveries(flapping.id)] == ["alert.opened", "alert.resolved"]
     revoked = [a for a in flapper.alerts("read-only-revoked") if a.state == "open"]
     assert len(revoked) == 1 and revoked[0].opened_at > flapping.opened_at, "the settled change is alerted"
+
+
+def test_a_flap_of_harmless_changes_is_a_medium_alert(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a description alternates (low): the flapping alert is medium, its catalog severity."""
+    monkeypatch.setenv(SECRET_ENV, webhook_secret(b"flapping key"))
+    flapper = Flapper(engine)
+    for poll in range(8):
+        flapper.at += timedelta(minutes=1)
+        tools = [tool("lookup", read_only=True, description="Look up." if poll % 2 else "Look it up.")]
+        record_poll(flapper.store, flapper.server_id, tools, flapper.at)
+    (flapping,) = flapper.alerts("listing-flapping")
+    assert flapping.severity == "medium" and flapper.alerts("description-changed") == []
