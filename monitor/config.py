@@ -147,6 +147,9 @@ class MonitorSettings(BaseSettings):
     session_check_interval: Duration = 15.0
     session_expiry: Duration = 900.0
     """A host session that has not heart-beaten for this long is forgotten."""
+    flapping_returns: int = Field(default=3, ge=1)
+    flapping_window: Duration = 3600.0
+    """`listing-flapping`: this many returns to an earlier listing within this window."""
     alert_min_severity: Severity = Severity.HIGH
     """Findings at or above this (or any webhook's min_severity, if lower) open alerts."""
     alert_repost_interval: Duration = 60.0

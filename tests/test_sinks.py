@@ -15,8 +15,9 @@ from sqlalchemy.orm import Session
 from support.sinks import Alertmanager, PagerDuty
 
 from monitor.config import ConfigError, ServerConfig, WebhookConfig, load_config
-from monitor.notify.alerts import Alerting, acknowledge
+from monitor.notify.alerts import Alerting
 from monitor.notify.delivery import Deliverer
+from monitor.notify.handling import acknowledge
 from monitor.notify.repost import repost_open_alerts
 from monitor.store import Store
 from monitor.store.models import Alert, DeliveryAttempt, WebhookDelivery

@@ -13,13 +13,13 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 
-from monitor.cli import approvals, database, logs, offline, registry, serve
+from monitor.cli import approvals, database, logs, offline, registry, serve, silence
 from monitor.cli.common import EXIT_BROKEN_PIPE, EXIT_USAGE, CommandError
 from monitor.config import ConfigError
 from monitor.core.listing import ListingError
 from monitor.core.text import make_visible
 
-COMMAND_GROUPS = (offline, database, serve, registry, approvals)
+COMMAND_GROUPS = (offline, database, serve, registry, approvals, silence)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

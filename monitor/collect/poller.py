@@ -7,12 +7,13 @@ run on one worker thread, so a slow write never stalls the event loop and writes
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import ParamSpec
+from typing import Any, ParamSpec
 
 from monitor.collect.client import Limits, PollError, Target, fetch_listing
 from monitor.collect.observe import observe_poll
@@ -80,12 +81,14 @@ class Poller:
         started = datetime.now(UTC)
         try:
             fetched = await fetch_listing(job.target, job.limits)
-            listing = CanonicalListing.of(validate_tools(fetched.tools))
         except PollError as exc:
             return await self._failure(job, exc.kind, exc.message, started, clock)
+        try:
+            listing = CanonicalListing.of(validate_tools(fetched.tools))
         except (ListingError, RecursionError) as exc:
             message = str(exc) if isinstance(exc, ListingError) else "listing is nested too deeply"
-            return await self._failure(job, PollErrorKind.MALFORMED, message, started, clock)
+            raw = raw_payload(fetched.tools)
+            return await self._failure(job, PollErrorKind.MALFORMED, message, started, clock, raw)
         metas = {tool["name"]: tool[META_KEY] for tool in fetched.tools if META_KEY in tool}
         return await self._write(
             self.store.record_success,
@@ -99,10 +102,17 @@ class Poller:
             capabilities=fetched.capabilities,
             list_changed_advertised=fetched.list_changed_advertised,
             metas=metas,
+            validation_errors=fetched.validation_errors,
         )
 
     async def _failure(
-        self, job: Job, kind: PollErrorKind, message: str, started: datetime, clock: float
+        self,
+        job: Job,
+        kind: PollErrorKind,
+        message: str,
+        started: datetime,
+        clock: float,
+        raw: str | None = None,
     ) -> PollOutcome:
         return await self._write(
             self.store.record_failure,
@@ -111,6 +121,7 @@ class Poller:
             message,
             started_at=started,
             finished_at=_after(started, clock),
+            raw_payload=raw,
         )
 
     async def _write(
@@ -118,6 +129,20 @@ class Poller:
     ) -> PollOutcome:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.writer, lambda: method(*args, **kwargs))
+
+
+RAW_PAYLOAD_LIMIT = 1 << 20
+"""How much of a listing that could not be read is kept with its failed poll: the first 1 MiB."""
+
+
+def raw_payload(tools: list[Any]) -> str | None:
+    """The tools as received, as ASCII JSON (a NUL or lone surrogate stays an escape, so both databases
+    store it), cut to RAW_PAYLOAD_LIMIT; None if even that cannot be written (nesting too deep)."""
+    try:
+        text = json.dumps({"tools": tools}, ensure_ascii=True)
+    except (RecursionError, ValueError):
+        return None
+    return text if len(text) <= RAW_PAYLOAD_LIMIT else text[:RAW_PAYLOAD_LIMIT] + "\n[cut at 1 MiB]"
 
 
 def _after(started: datetime, clock: float) -> datetime:

@@ -72,6 +72,20 @@ def describe_hidden(chars: set[str]) -> str:
     return ", ".join(parts)
 
 
+_TAG_RUN = re.compile("[\U000e0020-\U000e007e]+")
+"""Unicode tag characters that copy printable ASCII (U+E0020-U+E007E): text only a model reads."""
+
+
+def smuggled_text(text: str, limit: int = 200) -> list[str]:
+    """The ASCII each run of tag characters spells, as a model reads it; each cut to `limit` characters.
+
+    The result is plain printable ASCII, to be escaped like any other server text wherever shown.
+    """
+    return [
+        "".join(chr(ord(char) - 0xE0000) for char in run.group())[:limit] for run in _TAG_RUN.finditer(text)
+    ]
+
+
 _TOKEN = re.compile(r"\s+|\S+")
 
 

@@ -232,14 +232,22 @@ def check_sessions(
     expiry: timedelta,
     policy: alerts.Alerting,
 ) -> None:
-    """Expire silent sessions, and open or resolve `session-stale` and `session-long-lived` alerts."""
+    """Expire silent sessions, and open or resolve `session-stale` and `session-long-lived` alerts.
+
+    `session-stale` resolves only once the session has been seen current for a full check
+    (`Alerting.clear_standing`), so a condition checked every few seconds is one alert, not a stream.
+    """
     expired = session.execute(
         select(HostSession, Server)
         .join(Server, Server.id == HostSession.server_id)
         .where(HostSession.last_heartbeat_at < now - expiry)
     ).all()
     for host, server in expired:
-        _resolve_session_alerts(session, server, host.session_id, now, policy)
+        # Going silent is no sign of catching up: a stale session's alert stays open (until the host
+        # reports the current listing again, or a person resolves it); being long-lived has ended.
+        alerts.resolve_matching(
+            session, server.id, "session-long-lived", session_id=host.session_id, now=now, policy=policy
+        )
     if expired:
         session.execute(delete(HostSession).where(HostSession.id.in_([host.id for host, _ in expired])))
     rows = session.execute(select(HostSession, Server).join(Server, Server.id == HostSession.server_id)).all()
@@ -257,9 +265,7 @@ def check_sessions(
             stale = rules.session_stale(server.name, host.session_id, host.client, missed)
             policy.raise_standing(session, server, stale, session_id=host.session_id, now=now)
         else:
-            alerts.resolve_matching(
-                session, server.id, "session-stale", session_id=host.session_id, now=now, policy=policy
-            )
+            policy.clear_standing(session, server.id, "session-stale", session_id=host.session_id, now=now)
         if now - host.connected_at > max_age:
             long_lived = rules.session_long_lived(server.name, host.session_id, host.connected_at, max_age)
             policy.raise_standing(session, server, long_lived, session_id=host.session_id, now=now)

@@ -163,6 +163,8 @@ class Snapshot(Base):
     poll_count: Mapped[int] = mapped_column(Integer, default=1)
     protocol_version: Mapped[str | None] = mapped_column(String(40))
     server_info: Mapped[dict[str, Any] | None]
+    validation_errors: Mapped[Any | None]
+    """Why hosts would reject this listing (MCP schema violations), or None when it is valid."""
 
     __table_args__ = (
         UniqueConstraint("server_id", "version", name="uq_snapshots_server_id_version"),
@@ -191,6 +193,9 @@ class FindingRecord(Base):
     new: Mapped[Any | None]
     message: Mapped[str] = mapped_column(Text)
     detail: Mapped[Any | None]
+    silence_id: Mapped[int | None]
+    """The silence (`silences.id`; silences end, they are never deleted) that muted this finding when
+    it was found: stored and shown, but it opened no alert."""
 
     __table_args__ = (
         Index("ix_findings_server_id_detected_at", "server_id", "detected_at"),
@@ -213,6 +218,8 @@ class PollAttempt(Base):
     error: Mapped[str | None] = mapped_column(Text)
     snapshot_id: Mapped[int | None] = mapped_column(ForeignKey("snapshots.id", ondelete="SET NULL"))
     pages: Mapped[int | None]
+    raw_payload: Mapped[str | None] = mapped_column(Text)
+    """For a listing that could not be read: the start of what the server sent, for review."""
 
     __table_args__ = (Index("ix_poll_attempts_server_id_ok_id", "server_id", "ok", "id"),)
 
@@ -238,6 +245,13 @@ class Alert(Base):
     last_seen_at: Mapped[datetime]
     acknowledged_at: Mapped[datetime | None]
     resolved_at: Mapped[datetime | None]
+    clear_since: Mapped[datetime | None]
+    """When a re-checked condition was first seen clear; it resolves once clear for a full check."""
+    acknowledged_by: Mapped[str | None] = mapped_column(Text)
+    ack_note: Mapped[str | None] = mapped_column(Text)
+    resolved_by: Mapped[str | None] = mapped_column(Text)
+    """Who resolved it by hand; None when its condition cleared."""
+    resolve_note: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         Index("ix_alerts_state_opened_at", "state", "opened_at"),
@@ -360,3 +374,24 @@ class DecisionRecord(Base):
         Index("ix_decisions_server_id_id", "server_id", "id"),
         Index("ix_decisions_decided_at", "decided_at"),
     )
+
+
+class Silence(Base):
+    """A mute, as in Alertmanager: findings matching server, tool and rule open no alert until `ends_at`.
+
+    A field left None matches anything. Muted findings are still stored (marked with the silence);
+    a silence that ends resolves nothing by itself.
+    """
+
+    __tablename__ = "silences"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    server: Mapped[str | None] = mapped_column(String(200))
+    tool: Mapped[str | None] = mapped_column(Text)
+    rule: Mapped[str | None] = mapped_column(String(64))
+    ends_at: Mapped[datetime]
+    created_by: Mapped[str] = mapped_column(Text)
+    reason: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime]
+
+    __table_args__ = (Index("ix_silences_ends_at", "ends_at"),)

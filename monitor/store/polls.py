@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Engine, delete, select
@@ -18,11 +18,12 @@ from monitor.config import ServerConfig
 from monitor.core.diff import diff_changes
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.fingerprint import CanonicalListing
-from monitor.core.rules import servers
+from monitor.core.rules import listings, servers
 from monitor.core.rules.servers import WatchState
 from monitor.core.states import ApprovalMode, ServerOrigin
 from monitor.store.approvals import set_mode
 from monitor.store.db import insert as _insert
+from monitor.store.flapping import returns_since
 from monitor.store.models import (
     FindingRecord,
     Listing,
@@ -88,12 +89,15 @@ class Store:
         *,
         attempts_kept: int = 100,
         unreachable_after: int = 3,
+        flapping_returns: int = 3,
+        flapping_window: timedelta = timedelta(hours=1),
         hooks: Sequence[PollHook] = (),
     ) -> None:
         self.engine = engine
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         self.attempts_kept = attempts_kept
         self.unreachable_after = unreachable_after
+        self.flapping_returns, self.flapping_window = flapping_returns, flapping_window
         self.hooks = list(hooks)
 
     def _run_hooks(self, session: Session, poll: RecordedPoll) -> None:
@@ -152,8 +156,13 @@ class Store:
         capabilities: dict[str, Any],
         list_changed_advertised: bool,
         metas: dict[str, Any] | None = None,
+        validation_errors: Sequence[str] = (),
     ) -> PollOutcome:
-        """Store a successful poll: a new version only when the listing changed."""
+        """Store a successful poll: a new version only when the listing changed.
+
+        A listing that breaks the MCP schema (`validation_errors`) is stored like any other, marked
+        with the errors, and raises `listing-invalid`: what hosts reject is exactly what to review.
+        """
         with self.sessions.begin() as session:
             server = _lock_server(session, server_id)
             previous = session.execute(
@@ -181,6 +190,7 @@ class Store:
                     poll_count=1,
                     protocol_version=protocol_version,
                     server_info=server_info,
+                    validation_errors=list(validation_errors) or None,
                 )
                 session.add(snapshot)
                 session.flush()
@@ -197,20 +207,39 @@ class Store:
             if new_version and previous is not None:
                 before = previous[0]
                 watch = WatchState(
-                    server.watch_connected_since, server.last_notification_at, list_changed_advertised
+                    server.watch_connected_since,
+                    server.last_notification_at,
+                    list_changed_advertised,
+                    shares_polled_instance=server.transport != "stdio",
                 )
                 announced = servers.announced(watch, before.last_seen)
                 findings = _diff_against(session, before.listing_id, listing)
+                returns = returns_since(session, server_id, finished_at - self.flapping_window)
+                flapping = servers.listing_flapping(
+                    server.name,
+                    returns.count,
+                    self.flapping_returns,
+                    self.flapping_window,
+                    returns.versions,
+                    len(returns.fingerprints),
+                    findings,
+                )
                 silent = servers.listing_changed_silently(
                     server.name, snapshot.version, watch, before.last_seen
                 )
-                findings += [silent] if silent else []
+                bump = listings.changed_without_version_bump(
+                    server.name, snapshot.version, before.server_info, server_info
+                )
+                findings += [f for f in (silent, flapping, bump) if f is not None]
+            if new_version:
+                invalid = listings.listing_invalid(server.name, snapshot.version, validation_errors)
+                findings += [invalid] if invalid else []
                 records = store_findings(
                     session,
                     server_id,
                     findings,
                     finished_at,
-                    from_snapshot=before.id,
+                    from_snapshot=previous[0].id if previous else None,
                     to_snapshot=snapshot.id,
                 )
             self._run_hooks(
@@ -239,9 +268,20 @@ class Store:
             )
 
     def record_failure(
-        self, server_id: int, kind: str, message: str, *, started_at: datetime, finished_at: datetime
+        self,
+        server_id: int,
+        kind: str,
+        message: str,
+        *,
+        started_at: datetime,
+        finished_at: datetime,
+        raw_payload: str | None = None,
     ) -> PollOutcome:
-        """Store a failed poll; the Nth failure in a row raises `server-unreachable`."""
+        """Store a failed poll; the Nth failure in a row raises `server-unreachable`.
+
+        `raw_payload`: what a server sent that could not be read as a listing, kept for review
+        (the caller bounds it, see `RAW_PAYLOAD_LIMIT`).
+        """
         with self.sessions.begin() as session:
             server = _lock_server(session, server_id)
             server.consecutive_failures += 1
@@ -262,6 +302,7 @@ class Store:
                     ok=False,
                     error_kind=kind,
                     error=message,
+                    raw_payload=raw_payload,
                 ),
             )
             return PollOutcome(

@@ -23,7 +23,7 @@ from monitor.core.states import (
     ServerOrigin,
     ServerStatus,
 )
-from monitor.store.models import Alert
+from monitor.store.models import Alert, Silence
 
 SEVERITIES: tuple[str, ...] = tuple(s.value for s in sorted(Severity, key=lambda s: -s.rank))
 """Severity names, worst first: the order every page and count lists them in."""
@@ -91,6 +91,9 @@ class ServerRecord(Record):
     )
     current: SnapshotRecord | None
     open_alerts: dict[str, int] = Field(description="Open alerts by severity")
+    acknowledged_alerts: dict[str, int] = Field(
+        default_factory=dict, description="Acknowledged alerts (seen, not yet resolved) by severity"
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -103,6 +106,12 @@ class ServerRecord(Record):
     def worst_open_rank(self) -> int:
         """The rank of the worst severity with an open alert; -1 when none is open."""
         return max((Severity(s).rank for s, n in self.open_alerts.items() if n > 0), default=-1)
+
+    @property
+    def worst_unresolved_rank(self) -> int:
+        """As `worst_open_rank`, counting acknowledged alerts too: seen is not fixed."""
+        counts = [*self.open_alerts.items(), *self.acknowledged_alerts.items()]
+        return max((Severity(s).rank for s, n in counts if n > 0), default=-1)
 
 
 class FindingFields(Record):
@@ -130,6 +139,7 @@ class ChangeRecord(FindingFields):
     detected_at: datetime
     from_version: int | None = Field(description="The version changed from; null for server findings")
     to_version: int | None
+    silence_id: int | None = Field(default=None, description="The silence that muted it: stored, no alert")
 
 
 class ToolVersionRecord(Record):
@@ -167,12 +177,56 @@ class AlertRecord(Record):
     acknowledged_at: datetime | None
     resolved_at: datetime | None
     finding_count: int
+    acknowledged_by: str | None = None
+    ack_note: str | None = None
+    resolved_by: str | None = Field(default=None, description="Who resolved it by hand; null when it cleared")
+    resolve_note: str | None = None
 
     @classmethod
     def of(cls, alert: Alert, *, server: str, finding_count: int) -> AlertRecord:
         """The record of an alert row at hand (the queries read the same shape in one statement)."""
         columns = {name: getattr(alert, name) for name in cls.model_fields if hasattr(Alert, name)}
         return cls.model_validate({**columns, "server": server, "finding_count": finding_count})
+
+
+class DeliveryRecord(Record):
+    """One webhook delivery of an alert event, from the outbox: its state and how often it was tried."""
+
+    id: str = Field(description="The `webhook-id` header, stable across retries")
+    webhook: str
+    event_type: str
+    state: str
+    created_at: datetime
+    attempts: int
+    delivered_at: datetime | None
+    last_error: str | None
+
+
+class AlertDetail(Record):
+    """Everything the alert's own page (`/alerts/{id}`, the webhooks' `url`) shows."""
+
+    alert: AlertRecord
+    findings: list[ChangeRecord]
+    deliveries: list[DeliveryRecord]
+
+
+class SilenceRecord(Record):
+    """A silence: which findings it mutes (a null field matches anything), until when, who and why."""
+
+    id: int
+    server: str | None
+    tool: str | None
+    rule: str | None
+    ends_at: datetime
+    created_by: str
+    reason: str
+    created_at: datetime
+    active: bool = Field(description="Whether it mutes findings now")
+
+    @classmethod
+    def of(cls, silence: Silence, now: datetime) -> SilenceRecord:
+        columns = {name: getattr(silence, name) for name in cls.model_fields if name != "active"}
+        return cls.model_validate({**columns, "active": silence.created_at <= now < silence.ends_at})
 
 
 class SessionRecord(Record):

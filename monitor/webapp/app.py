@@ -30,17 +30,29 @@ import monitor
 from monitor.config import Config
 from monitor.notify.alerts import Alerting
 from monitor.store import Store
-from monitor.webapp.api import alerts, approvals, changes, decisions, health, servers, sessions, snapshots
+from monitor.webapp.api import (
+    alerts,
+    approvals,
+    changes,
+    decisions,
+    health,
+    servers,
+    sessions,
+    silences,
+    snapshots,
+)
 from monitor.webapp.api.schemas import PATTERN_MESSAGES, ApiJSONResponse
 from monitor.webapp.api.strict import known_query_only
 from monitor.webapp.context import PollNow, WebContext
 from monitor.webapp.decisionpoint import DecisionPoint
 from monitor.webapp.deps import BEARER_REQUIRED, LoginRequired, require_read
+from monitor.webapp.pages import alert as alert_page
 from monitor.webapp.pages import alerts as alert_pages
 from monitor.webapp.pages import approvals as approval_pages
 from monitor.webapp.pages import at, auth, overview, refresh, search
 from monitor.webapp.pages import servers as server_pages
 from monitor.webapp.pages import sessions as session_pages
+from monitor.webapp.pages import silences as silence_pages
 from monitor.webapp.pages.csrf import FormRefused
 from monitor.webapp.pages.rendering import error_page, make_environment
 
@@ -242,13 +254,24 @@ def create_app(
     def openapi() -> Response:
         return ApiJSONResponse(app.openapi())
 
-    for api_module in (health, servers, snapshots, changes, alerts, sessions, approvals, decisions):
+    for api_module in (health, servers, snapshots, changes, alerts, sessions, approvals, decisions, silences):
         app.include_router(api_module.router, dependencies=[Depends(known_query_only)])
     app.include_router(health.public)
     app.include_router(decisions.pdp)
     app.state.decision_point = DecisionPoint(web)
-    pages = (auth, overview, server_pages, alert_pages, session_pages, at, search, refresh, approval_pages)
-    for page_module in pages:
+    for page_module in (
+        auth,
+        overview,
+        server_pages,
+        alert_pages,
+        alert_page,
+        session_pages,
+        silence_pages,
+        at,
+        search,
+        refresh,
+        approval_pages,
+    ):
         app.include_router(page_module.router)
     app.mount("/static", StaticFiles(directory=WEB / "static"), name="static")
     app.add_middleware(BodyLimit, limit=config.monitor.max_request_bytes)

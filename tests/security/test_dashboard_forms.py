@@ -14,6 +14,7 @@ import asyncio
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -27,6 +28,7 @@ from support import faulty_http, server_command
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
+from monitor.notify import silences
 from monitor.notify.alerts import Alerting
 from monitor.store import Store
 from monitor.store.models import Alert, Approval
@@ -148,6 +150,9 @@ def page_urls(world: World) -> dict[str, list[str]]:
         "/servers/{name}/diff": ["/servers/hostile/diff", "/servers/hostile/diff?from=1&to=2"],
         "/servers/{name}/tools/{tool:path}": tools,
         "/alerts": [f"/alerts?state={s}" for s in ("open", "acknowledged", "resolved", "all")],
+        "/alerts/{alert_id}": [f"/alerts/{world.alert_id}"],
+        "/silences": ["/silences", f"/silences?server={quote(SCRIPT)}&tool={quote(IMG + HIDDEN)}"],
+        "/servers/{name}/polls/{attempt_id}/raw": [],  # plain text, never HTML: test_invalid_listings.py
         "/sessions": ["/sessions", "/sessions?stale=1"],
         "/at": [
             "/at",
@@ -236,13 +241,30 @@ def test_every_form_refuses_missing_wrong_and_cross_site_csrf(
     forms = [p for p in forms if not p.startswith("/api/")]
     assert forms == [
         "/alerts/{alert_id}/ack",
+        "/alerts/{alert_id}/resolve",
         "/login",
         "/logout",
         "/refresh",
         "/servers/{name}/approve",
         "/servers/{name}/revoke",
+        "/silences",
+        "/silences/{silence_id}/expire",
     ], forms
     session = signed_in(world.app).cookies[SESSION_COOKIE]
+    with world.store.sessions.begin() as db:
+        other = db.scalars(select(Alert.id).where(Alert.state == "open", Alert.id != world.alert_id)).first()
+        assert other is not None
+        silence = silences.create_silence(
+            db,
+            server="hostile",
+            tool=None,
+            rule=None,
+            ends_at=datetime.now(UTC) + timedelta(days=3650),
+            created_by="ops",
+            reason="test",
+            now=datetime.now(UTC) - timedelta(days=3650),
+        )
+    new_silence = {"server": "hostile", "duration": "1h", "by": "ops", "reason": SCRIPT}
     urls = {
         "/login": ("/login", {"token": TOKEN, "next": "/"}),
         "/logout": ("/logout", {}),
@@ -250,6 +272,9 @@ def test_every_form_refuses_missing_wrong_and_cross_site_csrf(
         "/refresh": ("/refresh", {"refresh": "off", "next": "/alerts"}),
         "/servers/{name}/approve": (f"/servers/hostile/approve?tool={quote(SCRIPT)}", {"version": "2"}),
         "/servers/{name}/revoke": ("/servers/hostile/revoke?tool=lookup", {"note": SCRIPT}),
+        "/alerts/{alert_id}/resolve": (f"/alerts/{other}/resolve", {"by": "ops"}),
+        "/silences": ("/silences", new_silence),
+        "/silences/{silence_id}/expire": (f"/silences/{silence.id}/expire", {}),
     }
     foreign = other_key_csrf(world.store, monkeypatch)
     for form in forms:
@@ -278,6 +303,12 @@ def test_every_form_refuses_missing_wrong_and_cross_site_csrf(
         if form == "/alerts/{alert_id}/ack":
             assert _alert_state(world) == "open", "a refused form acknowledged the alert"
         assert _approval_events(world) == events_before, "a refused form approved or revoked"
+        if form.startswith("/silences"):
+            with world.store.sessions() as db:
+                active = [s.id for s in silences.list_silences(db, now=datetime.now(UTC), active_only=True)]
+            assert silence.id in active and len(active) == (1 if form == "/silences" else 2), (
+                "a refused form acted"
+            )
         response = _post(world.app, url, fields, session, good, good, {"Origin": "http://testserver"})
         assert response.status_code == 303, (form, response.status_code, response.text[:300])
     assert _alert_state(world) == "acknowledged"

@@ -7,14 +7,15 @@ result, so the file's JSON reaches the wire untouched, while initialize, server/
 transports stay the SDK's.
 
     python tests/servers/fastmcp_server.py TOOLS.json [--transport stdio|http|sse] [--port 0]
-        [--page-size N] [--list-changed off|advertise|notify]
+        [--page-size N] [--list-changed off|advertise|notify] [--read-once]
 
 TOOLS.json holds a JSON array of tool objects. `--list-changed advertise` claims
 `tools.listChanged` but never notifies; `notify` also sends `notifications/tools/list_changed`
 (and publishes to `subscriptions/listen` streams on 2026-07-28 connections) whenever the file
 changes. With `notify`, SIGUSR1 ends every `subscriptions/listen` stream gracefully (its final
-result), as a server shutting down in order would. HTTP and SSE print `READY <url>` on stdout once
-listening.
+result), as a server shutting down in order would. `--read-once` reads the file once, at start, and
+serves that listing for the life of the process, as servers whose listing is fixed at startup (the
+reference npm servers) do. HTTP and SSE print `READY <url>` on stdout once listening.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class ToolsFromFile:
         self, path: Path, page_size: int, advertise_list_changed: bool, listen: ListenHandler | None = None
     ) -> None:
         self.path = path
+        self.fixed: list[dict[str, Any]] | None = None
+        """With --read-once, the tools as the file held them when the process started."""
         self.page_size = page_size
         self.advertise_list_changed = advertise_list_changed
         self.listen = listen
@@ -68,7 +71,7 @@ class ToolsFromFile:
         return result
 
     def page(self, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
-        tools = json.loads(self.path.read_text(encoding="utf-8"))
+        tools = self.fixed if self.fixed is not None else json.loads(self.path.read_text(encoding="utf-8"))
         cursor = (ctx.params or {}).get("cursor")
         start = int(cursor) if cursor is not None else 0
         end = start + self.page_size
@@ -87,6 +90,8 @@ def build(args: argparse.Namespace) -> MCPServer[Any]:
     tools = ToolsFromFile(
         path, args.page_size, advertise_list_changed=args.list_changed != "off", listen=listen
     )
+    if args.read_once:
+        tools.fixed = json.loads(path.read_text(encoding="utf-8"))
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
@@ -142,6 +147,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--page-size", type=int, default=100)
     parser.add_argument("--list-changed", choices=["off", "advertise", "notify"], default="off")
+    parser.add_argument("--read-once", action="store_true", help="serve the tools as read at start")
     args = parser.parse_args()
     server = build(args)
     if args.transport == "stdio":

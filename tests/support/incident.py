@@ -16,7 +16,7 @@ from sqlalchemy import select
 from monitor.config import ServerConfig
 from monitor.core.findings import Severity
 from monitor.core.fingerprint import fingerprint
-from monitor.notify import alerts, sessions
+from monitor.notify import alerts, handling, sessions
 from monitor.store import Store
 from monitor.store.models import Alert
 from support.world import T0, record, tool, versions
@@ -113,7 +113,7 @@ def seed_incident(store: Store, policy: alerts.Alerting) -> Incident:
             for alert_id, rule, tool_name, session_id in rows
         }
         acknowledged = alert_ids["tool-added/purge"]
-        alerts.acknowledge(session, acknowledged, NOW - timedelta(minutes=30))
+        handling.acknowledge(session, acknowledged, NOW - timedelta(minutes=30))
     return Incident(store, alert_ids, acknowledged)
 
 

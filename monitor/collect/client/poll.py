@@ -41,6 +41,7 @@ from pydantic import RootModel, ValidationError
 
 from monitor.collect.client.errors import Attempt, clip, stream_error, transport_failure, validation_summary
 from monitor.collect.client.http import CappedBody, EventHooks, media_type, new_client, status_line
+from monitor.collect.client.stdio import ResultsSeen
 from monitor.collect.client.target import CLIENT_INFO, Era, FetchedListing, Limits, PollError, Target
 from monitor.core.hosts import HostPolicy
 from monitor.core.states import PollErrorKind, ServerOrigin
@@ -93,6 +94,9 @@ class Poll(Attempt):
         """Cancelled when the transport delivers something that is not JSON-RPC."""
         self.stream_error: Exception | None = None
         self.discover_refusal = ""
+        self.last_result: dict[str, Any] | None = None
+        """The result of the newest JSON-RPC response read, as parsed, before any schema check."""
+        self.invalid: list[str] = []
 
     async def run(self) -> FetchedListing:
         failure: Exception | None = None
@@ -125,6 +129,7 @@ class Poll(Attempt):
                 capabilities=capabilities,
                 list_changed_advertised=_advertises_list_changed(capabilities),
                 elapsed_ms=(time.perf_counter() - self.started) * 1000,
+                validation_errors=self.invalid,
             )
 
     async def _start(self, stack: AsyncExitStack) -> ClientSession:
@@ -142,8 +147,13 @@ class Poll(Attempt):
     def _reader(
         self, stream: ReadStream[SessionMessage | Exception]
     ) -> ReadStream[SessionMessage | Exception]:
-        """The transport's read stream as the session gets it; a watch wraps it to see the server go."""
-        return stream
+        """The transport's read stream as the session gets it, noting each result as it was parsed (a
+        listing that fails the schema check is kept from here); a watch wraps it to see the server go."""
+        return ResultsSeen(stream, self._seen)
+
+    def _seen(self, message: SessionMessage | Exception) -> None:
+        if isinstance(message, SessionMessage) and isinstance(message.message, types.JSONRPCResponse):
+            self.last_result = message.message.result
 
     async def _open(self, stack: AsyncExitStack) -> Transport:
         target = self.target
@@ -294,6 +304,22 @@ class Poll(Attempt):
         server_info = meta.get(types.SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
         return "modern", server_info if isinstance(server_info, dict) else None, raw["capabilities"]
 
+    def _kept_despite(self, error: ValidationError, page: int) -> dict[str, Any]:
+        """A tools/list page that breaks the schema hosts validate against (an `inputSchema` without
+        `"type": "object"`, say): kept as sent, with where it breaks, when it still holds a tools array."""
+        result = self.last_result
+        if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+            raise error
+        details = error.errors()
+        room = MAX_VALIDATION_ERRORS - len(self.invalid)
+        where = "" if page == 1 else f"page {page}: "
+        for detail in details[: max(room, 0)]:
+            location = ".".join(str(part) for part in detail["loc"]) or "result"
+            self.invalid.append(clip(f"{where}{location}: {detail['msg']}"))
+        if len(details) > room > -1:
+            self.invalid.append(f"{where}and {len(details) - max(room, 0)} more schema violation(s)")
+        return result
+
     async def _list(self, session: ClientSession) -> tuple[list[dict[str, Any]], int, int]:
         limits = self.limits
         tools: list[dict[str, Any]] = []
@@ -308,7 +334,11 @@ class Poll(Attempt):
             pages += 1
             self.stage = "tools/list" if pages == 1 else f"tools/list (page {pages})"
             params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
-            result = (await session.send_request(types.ListToolsRequest(params=params), _Raw)).root
+            self.last_result = None
+            try:
+                result = (await session.send_request(types.ListToolsRequest(params=params), _Raw)).root
+            except ValidationError as exc:
+                result = self._kept_despite(exc, pages)
             size += _json_size(result)
             if size > limits.max_bytes:
                 raise PollError(
@@ -328,6 +358,10 @@ class Poll(Attempt):
                     f"server repeated cursor {clip(cursor)!r} on page {pages} (cursor loop)",
                 )
             cursors.add(cursor)
+
+
+MAX_VALIDATION_ERRORS = 20
+"""Schema violations recorded per listing; the count of the rest is kept."""
 
 
 def _advertises_list_changed(capabilities: Mapping[str, Any]) -> bool:

@@ -75,6 +75,9 @@ class FetchedListing:
     list_changed_advertised: bool
     elapsed_ms: float
     """From the start of the poll to the last page, excluding shutdown."""
+    validation_errors: list[str] = field(default_factory=list)
+    """Where the pages break the negotiated version's schema, which hosts validate against: the
+    listing is kept as sent all the same, and stored as an invalid version."""
 
 
 class PollError(Exception):

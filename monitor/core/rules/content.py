@@ -9,7 +9,7 @@ from typing import Any
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.listing import HINT_DEFAULTS, Tool, annotations_of
 from monitor.core.rules.catalog import CATALOG, rule
-from monitor.core.text import describe_hidden, hidden_characters, make_visible, word_diff
+from monitor.core.text import describe_hidden, hidden_characters, make_visible, smuggled_text, word_diff
 
 _TEXT_FIELDS = ("description", "title", "annotations.title")
 
@@ -42,15 +42,27 @@ def _hidden_text(change: ToolChange) -> Iterator[Finding]:
             _text_field(change.old, path)
         )
         if added:
+            text = _text_field(change.new, path)
+            smuggled = smuggled_text(text)
+            reads = "".join(f' Hidden text reads: "{run}".' for run in smuggled[:3])
             yield CATALOG["hidden-text-in-description"].finding(
                 change,
                 path,
                 None,
-                make_visible(_text_field(change.new, path)),
+                make_visible(text),
                 f"The {path} of {change.label()} now contains invisible characters: "
-                f"{describe_hidden(added)}.",
-                detail={"codepoints": [f"U+{ord(c):04X}" for c in sorted(added)]},
+                f"{_describe_added(added)}.{reads}",
+                detail={"codepoints": [f"U+{ord(c):04X}" for c in sorted(added)], "hidden_text": smuggled},
             )
+
+
+def _describe_added(chars: set[str]) -> str:
+    """Each hidden character by name, except Unicode tags, which are counted (their text is decoded)."""
+    tags = {char for char in chars if 0xE0000 <= ord(char) <= 0xE007F}
+    parts = [describe_hidden(chars - tags)] if chars - tags else []
+    if tags:
+        parts.append(f"{len(tags)} distinct Unicode tag character(s) (U+E0000-U+E007F)")
+    return ", ".join(parts)
 
 
 @rule(
@@ -244,6 +256,8 @@ def _definition_changed(change: ToolChange) -> Iterator[Finding]:
             both_objects = isinstance(old, Mapping) and isinstance(new, Mapping)
             if both_objects or isinstance(old, Mapping):
                 continue
+            if isinstance(new, Mapping) and new:
+                continue  # annotations first declared: each key is reported below, beside its own rule
         elif key in _RULED_KEYS and not _same_json(old, new):
             continue
         yield _other_change(change, key, old, new)

@@ -7,6 +7,7 @@ alerts and the metrics counts.
 """
 
 from monitor.store.queries.alerts import (
+    alert_detail,
     alert_state_counts,
     find_alert,
     list_alerts,
@@ -34,6 +35,7 @@ from monitor.store.queries.servers import (
     AttemptRow,
     find_server,
     list_servers,
+    raw_payload,
     recent_attempts,
     redact_url,
     server_id,
@@ -67,6 +69,7 @@ __all__ = [
     "ToolChangeView",
     "ToolMatch",
     "acknowledged_counts",
+    "alert_detail",
     "alert_diffs",
     "alert_rules",
     "alert_state_counts",
@@ -85,6 +88,7 @@ __all__ = [
     "list_snapshots",
     "listing_tools",
     "open_alert_counts",
+    "raw_payload",
     "read_metrics",
     "recent_attempts",
     "redact_url",

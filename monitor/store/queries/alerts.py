@@ -10,8 +10,12 @@ from sqlalchemy.orm import Session
 
 from monitor.core.rules import Severity
 from monitor.core.states import AlertState
-from monitor.store.models import Alert, AlertFinding, Server
-from monitor.store.records import AlertRecord
+from monitor.store.models import Alert, AlertFinding, FindingRecord, Server, WebhookDelivery
+from monitor.store.queries.changes import change_query
+from monitor.store.records import AlertDetail, AlertRecord, ChangeRecord, DeliveryRecord
+
+FINDINGS_SHOWN = 200
+"""Findings listed on one alert's page: the first ones (what opened it) and then the newest."""
 
 
 def list_alerts(
@@ -53,6 +57,10 @@ def list_alerts(
         Alert.acknowledged_at,
         Alert.resolved_at,
         finding_count.label("finding_count"),
+        Alert.acknowledged_by,
+        Alert.ack_note,
+        Alert.resolved_by,
+        Alert.resolve_note,
     ).join(Server, Server.id == Alert.server_id)
     if state is not None:
         query = query.where(Alert.state == state)
@@ -100,6 +108,31 @@ def find_alert(session: Session, alert_id: int) -> AlertRecord | None:
     return rows[0] if rows else None
 
 
+def alert_detail(session: Session, alert_id: int) -> AlertDetail | None:
+    """The alert, the findings it gathered (the first half of the cap oldest first, the rest newest) and
+    every delivery of it, oldest first."""
+    alert = find_alert(session, alert_id)
+    if alert is None:
+        return None
+    attached = change_query().join(AlertFinding, AlertFinding.finding_id == FindingRecord.id)
+    attached = attached.where(AlertFinding.alert_id == alert_id)
+    half = FINDINGS_SHOWN // 2
+    first = session.execute(attached.order_by(FindingRecord.id).limit(half)).all()
+    last = session.execute(attached.order_by(FindingRecord.id.desc()).limit(half)).all()
+    rows = {row.id: row for row in [*first, *last]}
+    findings = [ChangeRecord.model_validate(rows[key]) for key in sorted(rows)]
+    deliveries = session.scalars(
+        select(WebhookDelivery)
+        .where(WebhookDelivery.alert_id == alert_id)
+        .order_by(WebhookDelivery.created_at, WebhookDelivery.webhook)
+    ).all()
+    return AlertDetail(
+        alert=alert,
+        findings=findings,
+        deliveries=[DeliveryRecord.model_validate(delivery) for delivery in deliveries],
+    )
+
+
 def alert_state_counts(session: Session) -> dict[AlertState, int]:
     counts = dict.fromkeys(AlertState, 0)
     for state, count in session.execute(select(Alert.state, func.count()).group_by(Alert.state)):
@@ -107,9 +140,11 @@ def alert_state_counts(session: Session) -> dict[AlertState, int]:
     return counts
 
 
-def open_alert_counts(session: Session, server_ids: Iterable[int] | None = None) -> dict[int, dict[str, int]]:
-    """Open (not acknowledged, not resolved) alerts per server and severity."""
-    query = select(Alert.server_id, Alert.severity, func.count()).where(Alert.state == AlertState.OPEN)
+def open_alert_counts(
+    session: Session, server_ids: Iterable[int] | None = None, *, state: AlertState = AlertState.OPEN
+) -> dict[int, dict[str, int]]:
+    """Open (not acknowledged, not resolved) alerts per server and severity; or those in `state`."""
+    query = select(Alert.server_id, Alert.severity, func.count()).where(Alert.state == state)
     if server_ids is not None:
         query = query.where(Alert.server_id.in_(list(server_ids)))
     counts: dict[int, dict[str, int]] = defaultdict(dict)

@@ -33,6 +33,7 @@ def change_query() -> Any:
             FindingRecord.detail,
             _FROM.version.label("from_version"),
             _TO.version.label("to_version"),
+            FindingRecord.silence_id,
         )
         .join(Server, Server.id == FindingRecord.server_id)
         .outerjoin(_FROM, _FROM.id == FindingRecord.from_snapshot_id)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from monitor.core.states import AlertState
-from monitor.notify import alerts
+from monitor.notify import handling
 from monitor.store import queries
 from monitor.store.records import AlertRecord
 from monitor.webapp.api.schemas import INT32_MAX
@@ -24,6 +24,7 @@ from monitor.webapp.deps import (
     require_viewer,
     signed_in,
 )
+from monitor.webapp.pages.alert import form_text
 from monitor.webapp.pages.auth import safe_next
 from monitor.webapp.pages.csrf import CheckedForm
 from monitor.webapp.pages.params import exact_severity_param
@@ -129,7 +130,17 @@ def acknowledge(
 ) -> Response:
     """Acknowledged through `monitor.notify.alerts`, which owns alert state; back to where the form was.
     The form is checked first, then who posted it, then the alert (the parameters' order)."""
-    alerts.acknowledge(session, alert.id, web.now(), policy=web.alerting)
+    try:
+        handling.acknowledge(
+            session,
+            alert.id,
+            web.now(),
+            by=form_text(fields, "by"),
+            note=form_text(fields, "note"),
+            policy=web.alerting,
+        )
+    except handling.AlertResolved as exc:
+        raise HTTPException(409, str(exc)) from None
     target = safe_next(fields.get("next"), "/alerts")
     separator = "&" if "?" in target else "?"
     return RedirectResponse(f"{target}{separator}done={alert.id}", status_code=303)

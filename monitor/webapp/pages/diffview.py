@@ -52,9 +52,17 @@ class HintChange:
 
     @property
     def effective_changed(self) -> bool:
+        """Whether hosts act differently: a hint that applies on neither side changed nothing."""
         if self.old is None or self.new is None:
             return True
+        if self.not_applicable:
+            return False
         return (self.old.value, self.old.applies) != (self.new.value, self.new.applies)
+
+    @property
+    def not_applicable(self) -> bool:
+        """The hint means nothing on either side (the tool is read-only before and after)."""
+        return self.old is not None and self.new is not None and not self.old.applies and not self.new.applies
 
     @property
     def raw_changed(self) -> bool:

@@ -37,9 +37,10 @@ def overview(
     servers = [
         s
         for s in fleet
-        if (severity is None or s.worst_open_rank >= severity.rank) and (not status or s.status == status)
+        if (severity is None or s.worst_unresolved_rank >= severity.rank)
+        and (not status or s.status == status)
     ]
-    servers.sort(key=lambda s: (-s.worst_open_rank, s.status != ServerStatus.FAILING, s.name))
+    servers.sort(key=lambda s: (-s.worst_unresolved_rank, s.status != ServerStatus.FAILING, s.name))
     return render(
         request,
         session,

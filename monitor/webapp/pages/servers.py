@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, PlainTextResponse
 
 from monitor.core.states import AlertState
 from monitor.core.text import make_visible
@@ -108,3 +108,13 @@ def tool_page(request: Request, server: TheServer, tool: str, session: ReadSessi
         badges=hint_badges(newest) if newest is not None else None,
         approval_history=approvals.history(session, session.get_one(Server, server.id), tool),
     )
+
+
+@router.get("/servers/{name}/polls/{attempt_id}/raw", response_class=PlainTextResponse)
+def raw_payload_page(server: TheServer, attempt_id: str, session: ReadSession) -> PlainTextResponse:
+    """What the server sent in a poll that could not be read as a listing: plain text, never rendered."""
+    number = number_param(attempt_id, "attempt_id")
+    raw = queries.raw_payload(session, server.id, number) if number is not None else None
+    if raw is None:
+        raise HTTPException(404, f"no kept payload for poll {make_visible(attempt_id)!r} of {server.name!r}")
+    return PlainTextResponse(raw, headers={"Content-Disposition": "inline"})
