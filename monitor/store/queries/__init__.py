@@ -40,7 +40,6 @@ from monitor.store.queries.servers import (
     server_names,
 )
 from monitor.store.queries.triage import (
-    HeldVersion,
     ToolAround,
     ToolMatch,
     acknowledged_counts,
@@ -59,7 +58,6 @@ from monitor.store.queries.triage import (
 __all__ = [
     "AttemptRow",
     "DiffView",
-    "HeldVersion",
     "InForce",
     "MetricsData",
     "ToolAround",
