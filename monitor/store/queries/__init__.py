@@ -42,7 +42,6 @@ from monitor.store.queries.servers import (
     server_names,
 )
 from monitor.store.queries.triage import (
-    HeldVersion,
     ToolAround,
     ToolMatch,
     acknowledged_counts,
@@ -61,7 +60,6 @@ from monitor.store.queries.triage import (
 __all__ = [
     "AttemptRow",
     "DiffView",
-    "HeldVersion",
     "InForce",
     "MetricsData",
     "ServerMetrics",

@@ -100,32 +100,20 @@ def current_by_name(session: Session) -> dict[str, SnapshotRecord]:
     return {names[server_id]: snapshot for server_id, snapshot in current_snapshots(session).items()}
 
 
-@dataclass(frozen=True)
-class HeldVersion:
-    """A version of a server holding a given listing (the newest one, should it have come back)."""
-
-    version: int
-    listing_id: int
-
-
-def versions_of(session: Session, held: Iterable[tuple[str, str]]) -> dict[tuple[str, str], HeldVersion]:
+def versions_of(session: Session, held: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
     """For (server name, listing fingerprint) pairs: the newest version of that server with that
     listing, in one statement; a pair left out is a listing never seen on that server."""
     wanted = set(held)
     if not wanted:
         return {}
     rows = session.execute(
-        select(Server.name, Listing.fingerprint, func.max(Snapshot.version), Snapshot.listing_id)
+        select(Server.name, Listing.fingerprint, func.max(Snapshot.version))
         .join(Snapshot, Snapshot.listing_id == Listing.id)
         .join(Server, Server.id == Snapshot.server_id)
         .where(Listing.fingerprint.in_({fingerprint for _, fingerprint in wanted}))
-        .group_by(Server.name, Listing.fingerprint, Snapshot.listing_id)
+        .group_by(Server.name, Listing.fingerprint)
     ).all()
-    return {
-        (name, fp): HeldVersion(int(version), int(listing_id))
-        for name, fp, version, listing_id in rows
-        if (name, fp) in wanted
-    }
+    return {(name, fp): int(version) for name, fp, version in rows if (name, fp) in wanted}
 
 
 def session_diffs(session: Session, keys: Iterable[SessionKey]) -> dict[SessionKey, tuple[int, int]]:
@@ -145,8 +133,8 @@ def session_diffs(session: Session, keys: Iterable[SessionKey]) -> dict[SessionK
     diffs = {}
     for name, server_id, session_id, fingerprint in rows:
         version, current = held.get((name, fingerprint)), currents.get(server_id)
-        if version is not None and current is not None and version.version != current.version:
-            diffs[name, session_id] = (version.version, current.version)
+        if version is not None and current is not None and version != current.version:
+            diffs[name, session_id] = (version, current.version)
     return diffs
 
 

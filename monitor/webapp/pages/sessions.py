@@ -90,7 +90,7 @@ def session_views(session: Session, records: list[SessionRecord]) -> list[Sessio
         views.append(
             SessionView(
                 record,
-                version.version if version else None,
+                version,
                 current.version if current else None,
                 missed,
                 alerts.get((record.server, record.session_id), []),
