@@ -9,10 +9,10 @@ from typing import Any
 
 from monitor.cli.common import EXIT_FINDINGS, EXIT_OK, severity, wants_colour
 from monitor.cli.report import write_text_report
-from monitor.core.diff import diff_listings
+from monitor.core.diff import diff_canonical
 from monitor.core.findings import Severity
-from monitor.core.fingerprint import fingerprint
-from monitor.core.listing import load_listing
+from monitor.core.fingerprint import CanonicalListing, NotIJSONError
+from monitor.core.listing import ListingError, load_listing
 from monitor.core.rules import CATALOG
 
 
@@ -39,7 +39,7 @@ def register(commands: Any) -> None:
 
 
 def _run_diff(args: argparse.Namespace) -> int:
-    result = diff_listings(load_listing(args.old), load_listing(args.new))
+    result = diff_canonical(_canonical(args.old), _canonical(args.new))
     if args.format == "json":
         json.dump(result.to_dict(), sys.stdout, ensure_ascii=False, indent=2)
         sys.stdout.write("\n")
@@ -52,8 +52,17 @@ def _run_diff(args: argparse.Namespace) -> int:
 
 
 def _run_fingerprint(args: argparse.Namespace) -> int:
-    print(fingerprint(load_listing(args.file)))
+    print(_canonical(args.file).fingerprint)
     return EXIT_OK
+
+
+def _canonical(path: str) -> CanonicalListing:
+    """The listing in the file, canonicalised; a listing RFC 8785 cannot serialise is an error naming
+    the file and the spot."""
+    try:
+        return CanonicalListing.of(load_listing(path))
+    except NotIJSONError as exc:
+        raise ListingError(f"{path}: not I-JSON: {exc}") from None
 
 
 def _run_rules(args: argparse.Namespace) -> int:

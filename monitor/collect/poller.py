@@ -17,7 +17,7 @@ from typing import ParamSpec
 from monitor.collect.client import Limits, PollError, Target, fetch_listing
 from monitor.collect.targets import limits_for, target_for
 from monitor.config import Config
-from monitor.core.fingerprint import META_KEY, CanonicalListing
+from monitor.core.fingerprint import META_KEY, CanonicalListing, NotIJSONError
 from monitor.core.listing import ListingError, validate_tools
 from monitor.core.states import PollErrorKind
 from monitor.store import PollOutcome, Store
@@ -76,8 +76,8 @@ class Poller:
             listing = CanonicalListing.of(validate_tools(fetched.tools))
         except PollError as exc:
             return await self._failure(job, exc.kind, exc.message, started, clock)
-        except (ListingError, RecursionError) as exc:
-            message = str(exc) if isinstance(exc, ListingError) else "listing is nested too deeply"
+        except (ListingError, NotIJSONError, RecursionError) as exc:
+            message = "listing is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
             return await self._failure(job, PollErrorKind.MALFORMED, message, started, clock)
         metas = {tool["name"]: tool[META_KEY] for tool in fetched.tools if META_KEY in tool}
         return await self._write(

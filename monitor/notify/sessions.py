@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from monitor.core.diff import diff_listings
 from monitor.core.findings import Finding
+from monitor.core.fingerprint import NotIJSONError
 from monitor.core.fingerprint import fingerprint as listing_fingerprint
 from monitor.core.listing import ListingError, validate_tools
 from monitor.core.rules import servers as rules
@@ -43,7 +44,7 @@ def _reported_fingerprint(fingerprint: str | None, tools: list[dict[str, Any]] |
     if tools is not None:
         try:
             return listing_fingerprint(validate_tools(tools))
-        except ListingError as exc:
+        except (ListingError, NotIJSONError) as exc:
             raise SessionError(f"tools: {exc}") from None
     if fingerprint is not None and (
         len(fingerprint) != 64 or any(c not in "0123456789abcdef" for c in fingerprint)
