@@ -122,7 +122,8 @@ class CanonicalListing:
         return _join(self.forms)
 
     def tool_fingerprint(self, name: str) -> str:
-        return _sha256(self.forms[name].encode("utf-8"))
+        # JCS never holds a lone surrogate; a listing stored before v2 (on SQLite) may.
+        return _sha256(self.forms[name].encode("utf-8", "surrogatepass"))
 
 
 def tool_fingerprint(tool: Mapping[str, Any]) -> str:
