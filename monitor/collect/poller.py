@@ -7,20 +7,26 @@ run on one worker thread, so a slow write never stalls the event loop and writes
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import ParamSpec
+from typing import Any, ParamSpec
 
 from monitor.collect.client import Limits, PollError, Target, fetch_listing
 from monitor.collect.targets import limits_for, target_for
 from monitor.config import Config
+from monitor.core.clients import ClientProfile
 from monitor.core.fingerprint import META_KEY, CanonicalListing, NotIJSONError
 from monitor.core.listing import ListingError, validate_tools
 from monitor.core.states import PollErrorKind
 from monitor.store import PollOutcome, Store
+from monitor.store.polls import CacheHints
+from monitor.store.views import View
+
+log = logging.getLogger("drift_monitor.poller")
 
 
 @dataclass(frozen=True)
@@ -79,8 +85,8 @@ class Poller:
         except (ListingError, NotIJSONError, RecursionError) as exc:
             message = "listing is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
             return await self._failure(job, PollErrorKind.MALFORMED, message, started, clock)
-        metas = {tool["name"]: tool[META_KEY] for tool in fetched.tools if META_KEY in tool}
-        return await self._write(
+        views, view_errors = await self._views(job)
+        outcome = await self._write(
             self.store.record_success,
             job.server_id,
             listing,
@@ -91,8 +97,37 @@ class Poller:
             server_info=fetched.server_info,
             capabilities=fetched.capabilities,
             list_changed_advertised=fetched.list_changed_advertised,
-            metas=metas,
+            metas=_metas(fetched.tools),
+            client=job.target.client,
+            views=views,
+            cache=CacheHints(fetched.ttl_ms, fetched.cache_scope, fetched.refetches),
         )
+        outcome.view_errors = view_errors
+        return outcome
+
+    async def _views(self, job: Job) -> tuple[list[View], dict[str, str]]:
+        """The server's further client profiles, polled concurrently, each as its own view; a view
+        whose poll fails is reported and left out, and the primary view's result stands."""
+        fetches = await asyncio.gather(
+            *(self._view(job, profile) for profile in job.target.views), return_exceptions=True
+        )
+        views: list[View] = []
+        errors: dict[str, str] = {}
+        for profile, fetched in zip(job.target.views, fetches, strict=True):
+            if isinstance(fetched, View):
+                views.append(fetched)
+            elif isinstance(fetched, PollError | ListingError | NotIJSONError):
+                errors[profile.view] = str(fetched)
+            else:
+                raise fetched
+        for view, error in errors.items():
+            log.warning("poll of %s as client %r failed: %s", job.target.name, view, error)
+        return views, errors
+
+    async def _view(self, job: Job, profile: ClientProfile) -> View:
+        fetched = await fetch_listing(replace(job.target, client=profile, views=()), job.limits)
+        listing = CanonicalListing.of(validate_tools(fetched.tools))
+        return View(profile, listing, _metas(fetched.tools))
 
     async def _failure(
         self, job: Job, kind: PollErrorKind, message: str, started: datetime, clock: float
@@ -111,6 +146,10 @@ class Poller:
     ) -> PollOutcome:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.writer, lambda: method(*args, **kwargs))
+
+
+def _metas(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    return {tool["name"]: tool[META_KEY] for tool in tools if META_KEY in tool}
 
 
 def _after(started: datetime, clock: float) -> datetime:

@@ -56,4 +56,6 @@ def target_for(config: Config, server: ServerConfig, environ: Mapping[str, str] 
         era=server.era,
         secrets=tuple(expanded),
         origin=ServerOrigin.CONFIG,
+        client=server.client[0],
+        views=tuple(server.client[1:]),
     )

@@ -33,7 +33,7 @@ class ClientProfile(BaseModel):
 
     name: str = Field(default="drift-monitor", min_length=1, max_length=200)
     version: str = Field(default_factory=_monitor_version, min_length=1, max_length=100)
-    capabilities: dict[str, Any] = Field(
+    capabilities: dict[str, dict[str, Any]] = Field(
         default_factory=lambda: dict(HOST_CAPABILITIES),
         description="ClientCapabilities as sent in initialize (e.g. roots, sampling, elicitation)",
     )
@@ -69,3 +69,10 @@ def check_profiles(profiles: list[ClientProfile]) -> list[ClientProfile]:
             )
         seen.add(profile.view)
     return profiles
+
+
+def stored_profiles(stored: Any) -> list[ClientProfile]:
+    """The profiles kept with a server registered over the API (validated when registered)."""
+    if not isinstance(stored, list) or not stored:
+        return [DEFAULT_PROFILE]
+    return [ClientProfile.model_validate(profile) for profile in stored]

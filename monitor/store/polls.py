@@ -15,6 +15,7 @@ from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from monitor.config import ServerConfig
+from monitor.core.clients import ClientProfile
 from monitor.core.diff import diff_changes
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.fingerprint import CanonicalListing
@@ -31,6 +32,7 @@ from monitor.store.models import (
     Snapshot,
     ToolDefinition,
 )
+from monitor.store.views import View, ViewComparison, record_views
 
 T = TypeVar("T")
 
@@ -48,10 +50,21 @@ class PollOutcome:
     findings: list[Finding] = field(default_factory=list)
     error_kind: str | None = None
     error: str | None = None
+    view_errors: dict[str, str] = field(default_factory=dict)
+    """Client views (by name) whose poll failed; the primary view's result stands."""
 
     @property
     def worst(self) -> Severity | None:
         return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
+
+
+@dataclass(frozen=True)
+class CacheHints:
+    """A listing's 2026-07-28 caching hints (outside the fingerprint) and the re-fetches it took."""
+
+    ttl_ms: int | None = None
+    cache_scope: str | None = None
+    refetches: int = 0
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,8 @@ class RecordedPoll:
     new_version: bool = False
     announced: bool | None = None
     """For a new version: whether the watch session was told of the change (None: no session covered it)."""
+    views_agree: frozenset[str] = frozenset()
+    """Tools that every client view now shows alike (after a view changed)."""
 
     @property
     def ok(self) -> bool:
@@ -143,8 +158,16 @@ class Store:
         capabilities: dict[str, Any],
         list_changed_advertised: bool,
         metas: dict[str, Any] | None = None,
+        client: ClientProfile | None = None,
+        views: Sequence[View] = (),
+        cache: CacheHints | None = None,
     ) -> PollOutcome:
-        """Store a successful poll: a new version only when the listing changed."""
+        """Store a successful poll: a new version only when the listing changed.
+
+        `client` is the profile the listing was polled as (its view is kept too); `views` the
+        other profiles' listings, compared with it; `cache` the listing's 2026-07-28 caching hints.
+        """
+        cache = cache or CacheHints()
         with self.sessions.begin() as session:
             server = _lock_server(session, server_id)
             previous = session.execute(
@@ -184,6 +207,7 @@ class Store:
             server.server_info = server_info
             server.capabilities = capabilities
             server.list_changed_advertised = list_changed_advertised
+            server.ttl_ms, server.cache_scope = cache.ttl_ms, cache.cache_scope
             records: list[FindingRecord] = []
             if new_version and previous is not None:
                 before = previous[0]
@@ -204,9 +228,27 @@ class Store:
                     from_snapshot=before.id,
                     to_snapshot=snapshot.id,
                 )
+            compared = ViewComparison()
+            if client is not None:
+                compared = record_views(
+                    session,
+                    server_id=server_id,
+                    server_name=server.name,
+                    primary=View(client, listing, metas or {}),
+                    primary_listing_id=snapshot.listing_id,
+                    others=views,
+                    now=finished_at,
+                    store_listing=_store_listing,
+                )
+                findings += compared.findings
+                records += store_findings(
+                    session, server_id, compared.findings, finished_at, to_snapshot=snapshot.id
+                )
             self._run_hooks(
                 session,
-                RecordedPoll(server, finished_at, records, snapshot, new_version, announced),
+                RecordedPoll(
+                    server, finished_at, records, snapshot, new_version, announced, compared.agreeing
+                ),
             )
             self._add_attempt(
                 session,
@@ -217,6 +259,9 @@ class Store:
                     ok=True,
                     snapshot_id=snapshot.id,
                     pages=pages,
+                    ttl_ms=cache.ttl_ms,
+                    cache_scope=cache.cache_scope,
+                    refetches=cache.refetches,
                 ),
             )
             return PollOutcome(

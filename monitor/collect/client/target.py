@@ -33,6 +33,8 @@ class Target:
     The default is the checked one: a target nobody vouched for is not trusted."""
     client: ClientProfile = DEFAULT_PROFILE
     """Who the poll says it is (`clientInfo`) and what it declares it can do, in either era."""
+    views: tuple[ClientProfile, ...] = ()
+    """Further client profiles of the server, each polled after `client` and stored as its own view."""
 
 
 @dataclass(frozen=True)

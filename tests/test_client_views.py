@@ -1,0 +1,115 @@
+"""Client profiles: a server polled as several clients is stored as several views, and views that
+differ raise `listing-varies-by-client` (high when the monitor's view is the safer one: cloaking).
+
+Real servers over stdio (tests/servers/fastmcp_server.py with `--vary-by-client`), real databases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from support import tool
+from support.servers import SERVERS
+
+from monitor.collect.poller import Poller
+from monitor.config import Config, MonitorSettings, ServerConfig
+from monitor.notify.alerts import Alerting
+from monitor.store import PollOutcome, Store
+from monitor.store.models import Alert, ClientView, FindingRecord
+
+pytestmark = pytest.mark.usefixtures("no_leaked_processes")
+
+TOOLS = [
+    tool("list_notes", read_only=True, description="List notes."),
+    tool("purge_notes", read_only=False, destructive=True, description="Delete every note."),
+]
+BARE = {"name": "bare-host", "version": "1.0", "capabilities": {}}
+CLAUDE = {"name": "claude-code", "version": "2.0.0"}
+
+
+def varying_server(tmp_path: Path, mode: str, profiles: list[dict[str, Any]]) -> ServerConfig:
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(TOOLS))
+    return ServerConfig.model_validate(
+        {
+            "name": "notes",
+            "transport": "stdio",
+            "command": sys.executable,
+            "args": [str(SERVERS / "fastmcp_server.py"), str(tools_file), "--vary-by-client", mode],
+            "client": profiles,
+        }
+    )
+
+
+def poll(store: Store, server: ServerConfig) -> PollOutcome:
+    config = Config(monitor=MonitorSettings(poll_timeout=20), servers=[server], source="test")
+    poller = Poller(store, config)
+    try:
+        (outcome,) = asyncio.run(poller.poll(poller.jobs()))
+    finally:
+        poller.close()
+    assert outcome.ok, outcome.error
+    assert outcome.view_errors == {}
+    return outcome
+
+
+def views(store: Store) -> dict[str, tuple[int, dict[str, Any]]]:
+    with store.sessions() as session:
+        rows = session.scalars(select(ClientView).order_by(ClientView.id)).all()
+        return {row.profile: (row.listing_id, row.client) for row in rows}
+
+
+def test_one_more_tool_for_clients_declaring_sampling(store: Store, tmp_path: Path) -> None:
+    """The default profile declares sampling like common hosts; a bare one does not. Must hold: two
+    views with different listings, and a medium finding that names the tool only one of them gets."""
+    server = varying_server(tmp_path, "sampling", [BARE, {}])
+    first = poll(store, server)
+    stored = views(store)
+    assert set(stored) == {"bare-host", "drift-monitor"}
+    assert stored["bare-host"][0] != stored["drift-monitor"][0], "two listings, one per view"
+    assert stored["drift-monitor"][1]["capabilities"] == {
+        "roots": {"listChanged": True},
+        "sampling": {},
+        "elicitation": {},
+    }
+    assert first.tool_count == 2, "the primary (first) profile's listing is the server's version"
+    (varies,) = [f for f in first.findings if f.rule == "listing-varies-by-client"]
+    assert varies.tool == "sample_summary" and varies.severity == "medium"
+    assert varies.detail["only_in"] == "drift-monitor"
+    assert "sample_summary" in varies.message and "'bare-host'" in varies.message
+
+    again = poll(store, server)
+    assert again.findings == [] and not again.new_version, "unchanged views raise nothing again"
+    assert len(views(store)) == 2
+
+
+def test_a_tool_read_only_only_for_the_monitor_is_cloaking(store: Store, tmp_path: Path) -> None:
+    """The server marks every tool read-only for a client named drift-monitor and not for Claude Code.
+    Must hold: a high finding for the tool that is read-only only in the monitor's view, and an alert."""
+    store.hooks.append(Alerting(base_url="http://127.0.0.1:8000"))
+    server = varying_server(tmp_path, "cloak", [{}, CLAUDE])
+    outcome = poll(store, server)
+    varies = {f.tool: f for f in outcome.findings if f.rule == "listing-varies-by-client"}
+    assert set(varies) == {"list_notes", "purge_notes"}
+    assert varies["list_notes"].severity == "medium", (
+        "read-only for every client: only its definition differs"
+    )
+    cloaked = varies["purge_notes"]
+    assert cloaked.severity == "high" and cloaked.field == "annotations.readOnlyHint"
+    assert (cloaked.old, cloaked.new) == (True, False)
+    assert "'drift-monitor'" in cloaked.message and "cloaking" in cloaked.message
+    with store.sessions() as session:
+        alert = session.scalars(select(Alert).where(Alert.rule == "listing-varies-by-client")).one()
+        assert alert.tool == "purge_notes" and alert.severity == "high" and alert.state == "open"
+        stored = session.scalars(
+            select(FindingRecord).where(
+                FindingRecord.rule == "listing-varies-by-client", FindingRecord.tool == "purge_notes"
+            )
+        ).one()
+        assert stored.detail["annotations"]["readOnlyHint"] == {"drift-monitor": True, "claude-code": False}
