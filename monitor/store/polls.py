@@ -141,6 +141,7 @@ class Store:
                 server.url = config.url
                 server.command = config.command
                 server.era = config.era
+                server.client = [profile.model_dump() for profile in config.client]
                 session.flush()
                 ids[config.name] = server.id
         return ids

@@ -27,7 +27,7 @@ import monitor
 from monitor.config import Config
 from monitor.notify.alerts import Alerting
 from monitor.store import Store
-from monitor.webapp.api import alerts, changes, fingerprint, health, servers, sessions, snapshots
+from monitor.webapp.api import alerts, changes, fingerprint, health, servers, sessions, snapshots, views
 from monitor.webapp.api.schemas import PATTERN_MESSAGES, ApiJSONResponse
 from monitor.webapp.context import PollNow, WebContext
 from monitor.webapp.deps import BEARER_REQUIRED, LoginRequired, require_read
@@ -234,7 +234,7 @@ def create_app(
     def openapi() -> Response:
         return ApiJSONResponse(app.openapi())
 
-    for api_module in (health, servers, snapshots, changes, alerts, sessions, fingerprint):
+    for api_module in (health, servers, snapshots, changes, alerts, sessions, fingerprint, views):
         app.include_router(api_module.router)
     app.include_router(health.public)
     for page_module in (auth, overview, server_pages, alert_pages, session_pages, at):

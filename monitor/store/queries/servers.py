@@ -36,6 +36,10 @@ _SERVER_COLUMNS = (
     Server.era,
     Server.interval_seconds,
     Server.headers,
+    Server.client,
+    Server.ttl_ms,
+    Server.cache_scope,
+    Server.tools_list_changed_honored,
 )
 """Plain columns rather than ORM objects: the overview reads hundreds of servers per request."""
 

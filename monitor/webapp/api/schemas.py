@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from monitor.core.clients import ClientProfile
 from monitor.core.hosts import REFUSED_NAMES
 
 
@@ -179,6 +180,12 @@ class ServerCreate(BaseModel):
     )
     interval_seconds: float | None = Field(default=None, gt=0, le=86400 * 365)
     era: Literal["handshake", "modern"] = "handshake"
+    client: ClientProfile | list[ClientProfile] | None = Field(
+        default=None,
+        description="Who the monitor polls as: one profile or several, each polled and stored as its own "
+        "view (the first is the server's version history). Default: like common hosts (roots, sampling, "
+        "elicitation)",
+    )
 
 
 TOOLS_SCHEMA: dict[str, Any] = {
@@ -212,6 +219,11 @@ class SessionCreate(BaseModel):
     session_id: str = Field(min_length=1, max_length=200, pattern=NO_NUL)
     client: str | None = Field(default=None, max_length=500, pattern=NO_NUL)
     connected_at: AwareDatetime
+    client_capabilities: dict[str, dict[str, Any]] | None = Field(
+        default=None,
+        description="The capabilities the host declared to the server: the session is compared with the "
+        "client view that declared the same",
+    )
     fingerprint: str | None = Field(default=None, pattern=FINGERPRINT)
     tools: list[dict[str, Any]] | None = Field(
         default=None, max_length=100_000, json_schema_extra=TOOLS_SCHEMA

@@ -94,8 +94,15 @@ def list_servers(
 )
 def create_server(web: Web, body: ServerCreate, response: Response, session: WriteSession) -> ServerRecord:
     try:
-        ServerConfig(
-            name=body.name, transport=body.transport, url=body.url, headers=body.headers, era=body.era
+        checked = ServerConfig.model_validate(
+            {
+                "name": body.name,
+                "transport": body.transport,
+                "url": body.url,
+                "headers": body.headers,
+                "era": body.era,
+                **({"client": body.client} if body.client is not None else {}),
+            }
         )
     except ValidationError as exc:
         problems = "; ".join(str(e["msg"]) for e in exc.errors(include_input=False, include_url=False))
@@ -119,6 +126,7 @@ def create_server(web: Web, body: ServerCreate, response: Response, session: Wri
             interval_seconds=body.interval_seconds,
             era=body.era,
             next_poll_at=now,
+            client=[profile.model_dump() for profile in checked.client],
         )
     )
     session.flush()
