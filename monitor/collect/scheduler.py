@@ -81,6 +81,8 @@ class LeaseRelease:
         self.owner = owner
 
     def after_poll(self, session: Session, poll: RecordedPoll) -> None:
+        if poll.listen_honored is not None:  # a watch session's record, not a poll
+            return
         if poll.server.lease_owner == self.owner:
             poll.server.lease_owner = None
             poll.server.lease_expires_at = None

@@ -72,6 +72,8 @@ class Alerting:
     def after_poll(self, session: Session, poll: RecordedPoll) -> None:
         """Poll hook: clear what the poll shows fixed, then raise what it found."""
         undone: set[str] = set()
+        if poll.listen_honored:
+            resolve_matching(session, poll.server.id, "notifications-declined", now=poll.now, policy=self)
         if poll.snapshot is not None:
             resolve_matching(session, poll.server.id, "server-unreachable", now=poll.now, policy=self)
             if poll.new_version:

@@ -21,6 +21,7 @@ from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.rules import servers
 from monitor.core.rules.servers import WatchState
+from monitor.core.rules.views import notifications_declined
 from monitor.core.states import ServerOrigin
 from monitor.store.db import insert as _insert
 from monitor.store.models import (
@@ -82,6 +83,8 @@ class RecordedPoll:
     """For a new version: whether the watch session was told of the change (None: no session covered it)."""
     views_agree: frozenset[str] = frozenset()
     """Tools that every client view now shows alike (after a view changed)."""
+    listen_honored: bool | None = None
+    """Set (and nothing polled) when a watch session's listen acknowledgement is recorded instead."""
 
     @property
     def ok(self) -> bool:
@@ -274,6 +277,18 @@ class Store:
                 new_version=new_version,
                 findings=findings,
             )
+
+    def record_listen_ack(self, server_id: int, honored: bool, now: datetime) -> None:
+        """A 2026-07-28 watch session's `subscriptions/listen` acknowledgement: `notifications-declined`
+        when it newly leaves `toolsListChanged` out of a server that advertises `tools.listChanged`."""
+        with self.sessions.begin() as session:
+            server = _lock_server(session, server_id)
+            declined = not honored and server.tools_list_changed_honored is not False
+            server.tools_list_changed_honored = honored
+            declined = declined and bool(server.list_changed_advertised)
+            findings = [notifications_declined(server.name)] if declined else []
+            records = store_findings(session, server_id, findings, now)
+            self._run_hooks(session, RecordedPoll(server, now, records, listen_honored=honored))
 
     def record_failure(
         self, server_id: int, kind: str, message: str, *, started_at: datetime, finished_at: datetime

@@ -7,15 +7,19 @@ result, so the file's JSON reaches the wire untouched, while initialize, server/
 transports stay the SDK's.
 
     python tests/servers/fastmcp_server.py TOOLS.json [--transport stdio|http|sse] [--port 0]
-        [--page-size N] [--list-changed off|advertise|notify] [--vary-by-client sampling|cloak]
+        [--page-size N] [--list-changed off|advertise|notify|decline] [--vary-by-client sampling|cloak]
+        [--ttl-ms N] [--straddle N]
 
 TOOLS.json holds a JSON array of tool objects. `--list-changed advertise` claims
 `tools.listChanged` but never notifies; `notify` also sends `notifications/tools/list_changed`
 (and publishes to `subscriptions/listen` streams on 2026-07-28 connections) whenever the file
 changes. With `notify`, SIGUSR1 ends every `subscriptions/listen` stream gracefully (its final
-result), as a server shutting down in order would. HTTP and SSE print `READY <url>` on stdout once
-listening. `--vary-by-client sampling` lists one more tool (`sample_summary`) to clients that
-declare the sampling capability; `--vary-by-client cloak` marks every tool read-only, and not
+result), as a server shutting down in order would; `decline` advertises `tools.listChanged` but
+acknowledges `subscriptions/listen` without `toolsListChanged`. HTTP and SSE print `READY <url>`
+on stdout once listening. `--ttl-ms` sets the `ttlMs` of 2026-07-28 pages; `--straddle N` shows
+the first N requests for the first page each a different first tool, as a deploy under way would.
+`--vary-by-client sampling` lists one more tool (`sample_summary`) to clients that declare the
+sampling capability; `--vary-by-client cloak` marks every tool read-only, and not
 destructive, for a client whose clientInfo name is `drift-monitor` (a server showing the monitor a
 safer listing than hosts get).
 """
@@ -56,6 +60,11 @@ class ToolsFromFile:
         vary: str | None = None,
     ) -> None:
         self.vary = vary
+        self.decline_tools = False
+        self.ttl_ms = 0
+        self.straddle = 0
+        """The first this many requests for the first page each show a different first tool."""
+        self.first_pages = 0
         self.path = path
         self.page_size = page_size
         self.advertise_list_changed = advertise_list_changed
@@ -68,7 +77,10 @@ class ToolsFromFile:
         if ctx.method == "tools/list" and ctx.request_id is not None:
             return self.page(ctx)
         if ctx.method == "subscriptions/listen" and self.listen is not None:
-            return await self.listen(ctx, SubscriptionsListenRequestParams.model_validate(ctx.params or {}))
+            params = SubscriptionsListenRequestParams.model_validate(ctx.params or {})
+            if self.decline_tools:  # acknowledges the stream, leaving toolsListChanged out
+                params.notifications.tools_list_changed = None
+            return await self.listen(ctx, params)
         result = await call_next(ctx)
         if ctx.method == "initialize" and isinstance(result, dict):
             self.sessions.append(ctx.session)
@@ -81,11 +93,15 @@ class ToolsFromFile:
         cursor = (ctx.params or {}).get("cursor")
         start = int(cursor) if cursor is not None else 0
         end = start + self.page_size
+        if cursor is None:
+            self.first_pages += 1
+            if self.first_pages <= self.straddle and tools:
+                tools[0] = {**tools[0], "description": f"deploy {self.first_pages} under way"}
         result: dict[str, Any] = {"tools": tools[start:end]}
         if end < len(tools):
             result["nextCursor"] = str(end)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            result.update(resultType="complete", ttlMs=0, cacheScope="public")
+            result.update(resultType="complete", ttlMs=self.ttl_ms, cacheScope="public")
         return result
 
     def vary_by_client(self, ctx: ServerRequestContext[Any, Any], tools: list[Any]) -> list[Any]:
@@ -102,7 +118,7 @@ class ToolsFromFile:
 def build(args: argparse.Namespace) -> MCPServer[Any]:
     path = Path(args.tools_file)
     bus = InMemorySubscriptionBus()
-    listen = ListenHandler(bus) if args.list_changed == "notify" else None
+    listen = ListenHandler(bus) if args.list_changed in ("notify", "decline") else None
     tools = ToolsFromFile(
         path,
         args.page_size,
@@ -110,6 +126,8 @@ def build(args: argparse.Namespace) -> MCPServer[Any]:
         listen=listen,
         vary=args.vary_by_client,
     )
+    tools.decline_tools = args.list_changed == "decline"
+    tools.ttl_ms, tools.straddle = args.ttl_ms, args.straddle
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
@@ -164,8 +182,10 @@ def main() -> None:
     parser.add_argument("--transport", choices=["stdio", "http", "sse"], default="stdio")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--page-size", type=int, default=100)
-    parser.add_argument("--list-changed", choices=["off", "advertise", "notify"], default="off")
+    parser.add_argument("--list-changed", choices=["off", "advertise", "notify", "decline"], default="off")
     parser.add_argument("--vary-by-client", choices=["sampling", "cloak"], default=None)
+    parser.add_argument("--ttl-ms", type=int, default=0, help="ttlMs of 2026-07-28 listings")
+    parser.add_argument("--straddle", type=int, default=0, help="first-page requests that see a deploy")
     args = parser.parse_args()
     server = build(args)
     if args.transport == "stdio":
