@@ -9,17 +9,21 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import select
 from support import tool
 from support.servers import SERVERS
+from support.world import AUTH, make_app
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.notify.alerts import Alerting
+from monitor.notify.sessions import list_sessions
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Alert, ClientView, FindingRecord
 
@@ -113,3 +117,47 @@ def test_a_tool_read_only_only_for_the_monitor_is_cloaking(store: Store, tmp_pat
             )
         ).one()
         assert stored.detail["annotations"]["readOnlyHint"] == {"drift-monitor": True, "claude-code": False}
+
+
+def test_views_in_the_api_the_dashboard_and_host_sessions(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Must hold: the API lists both views (primary first) and the server's profiles; the server page
+    shows them; a host session is compared with the view that declared what the host declared."""
+    poll(store, varying_server(tmp_path, "sampling", [BARE, {}]))
+    with TestClient(make_app(store, monkeypatch), headers=AUTH) as client:
+        listed = client.get("/api/v1/servers/notes/views").json()
+        assert [(v["profile"], v["tool_count"], v["same_as_primary"]) for v in listed] == [
+            ("bare-host", 2, True),
+            ("drift-monitor", 3, False),
+        ]
+        server = client.get("/api/v1/servers/notes").json()
+        assert [c["name"] for c in server["client"]] == ["bare-host", "drift-monitor"]
+        page = client.get("/servers/notes")
+        assert page.status_code == 200 and "Client views" in page.text and "differs" in page.text
+        bare, full = (v["fingerprint"] for v in listed)
+        later = datetime.now(UTC) - timedelta(hours=1)
+        for session_id, capabilities, held in (
+            ("s-bare", {}, bare),
+            ("s-host", {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}}, full),
+            ("s-wrong", {"sampling": {}, "roots": {}, "elicitation": {}}, bare),
+        ):
+            answer = client.post(
+                "/api/v1/sessions",
+                json={
+                    "server": "notes",
+                    "session_id": session_id,
+                    "client": "some-host/1",
+                    "connected_at": later.isoformat(),
+                    "client_capabilities": capabilities,
+                    "fingerprint": held,
+                },
+            )
+            assert answer.status_code == 201, answer.text
+            assert answer.json()["stale"] is False
+    with store.sessions() as session:
+        now = datetime.now(UTC) + timedelta(hours=1)
+        records = {r.session_id: r for r in list_sessions(session, stale_only=False, now=now)}
+    assert not records["s-bare"].stale and records["s-bare"].current_fingerprint == bare
+    assert not records["s-host"].stale and records["s-host"].current_fingerprint == full
+    assert records["s-wrong"].stale, "declared what the full view declared, but holds the bare listing"

@@ -116,6 +116,9 @@ class AttemptRow:
     ok: bool
     error_kind: str | None
     error: str | None
+    ttl_ms: int | None = None
+    cache_scope: str | None = None
+    refetches: int | None = None
 
 
 def recent_attempts(session: Session, server_id: int, limit: int = 10) -> list[AttemptRow]:
@@ -126,6 +129,9 @@ def recent_attempts(session: Session, server_id: int, limit: int = 10) -> list[A
             PollAttempt.ok,
             PollAttempt.error_kind,
             PollAttempt.error,
+            PollAttempt.ttl_ms,
+            PollAttempt.cache_scope,
+            PollAttempt.refetches,
         )
         .where(PollAttempt.server_id == server_id)
         .order_by(PollAttempt.id.desc())

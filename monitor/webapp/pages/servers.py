@@ -11,6 +11,7 @@ from monitor.core.states import AlertState
 from monitor.core.text import make_visible
 from monitor.store import queries
 from monitor.store.records import SEVERITIES, ServerRecord, ToolVersionRecord
+from monitor.webapp.api.views import list_views
 from monitor.webapp.deps import ReadSession, db_safe, page_server_or_404, require_viewer
 from monitor.webapp.pages.diffview import ToolDiffView, hint_badges, tool_diff_view
 from monitor.webapp.pages.params import number_param
@@ -31,6 +32,7 @@ def server_page(
     tools = queries.listing_tools(session, server.current.listing_id) if server.current else []
     alerts = queries.list_alerts(session, state=AlertState.OPEN, server_id=server.id, limit=20)
     attempts = queries.recent_attempts(session, server.id)
+    views = list_views(server, session)
     more = len(versions) > VERSIONS_PER_PAGE
     versions = versions[:VERSIONS_PER_PAGE]
     tools.sort(key=lambda t: str(t.get("name")))
@@ -47,6 +49,7 @@ def server_page(
         tools=[(tool, hint_badges(tool)) for tool in tools],
         alerts=alerts,
         attempts=attempts,
+        views=views if len(views) > 1 else [],
     )
 
 
