@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
+from support.servers import SERVERS
 from support.world import AUTH, World, make_app, populate, versions
 
+from monitor.collect.poller import Poller
+from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.core.fingerprint import fingerprint, tool_fingerprint
 from monitor.store import Store
+from monitor.store.models import PollAttempt
 
 VECTORS = json.loads((Path(__file__).parent / "data" / "fingerprint-vectors.json").read_text("utf-8"))[
     "vectors"
@@ -76,3 +83,32 @@ def test_what_cannot_be_fingerprinted_is_a_422_that_says_where(
     assert answer.status_code == 422, answer.text
     body: dict[str, Any] = answer.json()
     assert says in body["detail"]
+
+
+def test_a_listing_that_is_not_i_json_is_malformed_and_kept_for_review(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real (hostile) server lists a NaN. Must hold: the poll is `malformed`, says where, and the
+    payload is kept (only the newest per server) and served for review; a listing is never dropped
+    silently."""
+    server = ServerConfig(
+        name="odd",
+        transport="stdio",
+        command=sys.executable,
+        args=[str(SERVERS / "hostile_server.py"), "not-i-json"],
+    )
+    config = Config(monitor=MonitorSettings(poll_timeout=20), servers=[server], source="test")
+    poller = Poller(store, config)
+    try:
+        outcomes = [asyncio.run(poller.poll(poller.jobs()))[0] for _ in range(2)]
+    finally:
+        poller.close()
+    assert [o.error_kind for o in outcomes] == ["malformed", "malformed"]
+    assert outcomes[0].error == "tools[1].inputSchema.maximum: nan is not a JSON number"
+    with store.sessions() as session:
+        kept = session.scalars(select(PollAttempt.payload).where(PollAttempt.payload.is_not(None))).all()
+    assert len(kept) == 1, "only the newest malformed payload of a server is kept"
+    with TestClient(make_app(store, monkeypatch), headers=AUTH) as client:
+        answer = client.get("/api/v1/servers/odd/malformed").json()
+    assert answer["error"] == outcomes[1].error
+    assert json.loads(answer["payload"])["tools"][0]["name"] == "echo" and "NaN" in answer["payload"]

@@ -8,8 +8,8 @@ and so does every listing holding it.
 
 Adds: per-server client profiles and the views they see (`client_views`), `ttlMs`/`cacheScope`
 per poll and per server, whether the watch session's listen acknowledgement honoured
-`toolsListChanged`, the re-fetches of a listing whose pages straddled a change, and the client
-capabilities a host session declared.
+`toolsListChanged`, the re-fetches of a listing whose pages straddled a change, the raw payload
+of a server's latest malformed listing, and the client capabilities a host session declared.
 
 Revision ID: 0012
 Revises: 0003
@@ -50,6 +50,7 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("ttl_ms", sa.BigInteger(), nullable=True))
         batch_op.add_column(sa.Column("cache_scope", sa.String(length=20), nullable=True))
         batch_op.add_column(sa.Column("refetches", sa.Integer(), nullable=True))
+        batch_op.add_column(sa.Column("payload", sa.Text(), nullable=True))
     with op.batch_alter_table("host_sessions", schema=None) as batch_op:
         batch_op.add_column(sa.Column("client_capabilities", JSONValue, nullable=True))
     op.create_table(
@@ -92,6 +93,7 @@ def downgrade() -> None:
     with op.batch_alter_table("host_sessions", schema=None) as batch_op:
         batch_op.drop_column("client_capabilities")
     with op.batch_alter_table("poll_attempts", schema=None) as batch_op:
+        batch_op.drop_column("payload")
         batch_op.drop_column("refetches")
         batch_op.drop_column("cache_scope")
         batch_op.drop_column("ttl_ms")

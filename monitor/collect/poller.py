@@ -7,6 +7,7 @@ run on one worker thread, so a slow write never stalls the event loop and writes
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -79,12 +80,15 @@ class Poller:
         clock = time.perf_counter()
         try:
             fetched = await fetch_listing(job.target, job.limits)
-            listing = CanonicalListing.of(validate_tools(fetched.tools))
         except PollError as exc:
             return await self._failure(job, exc.kind, exc.message, started, clock)
+        try:
+            listing = CanonicalListing.of(validate_tools(fetched.tools))
         except (ListingError, NotIJSONError, RecursionError) as exc:
             message = "listing is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-            return await self._failure(job, PollErrorKind.MALFORMED, message, started, clock)
+            return await self._failure(
+                job, PollErrorKind.MALFORMED, message, started, clock, payload=_payload(fetched.tools)
+            )
         views, view_errors = await self._views(job)
         outcome = await self._write(
             self.store.record_success,
@@ -130,7 +134,13 @@ class Poller:
         return View(profile, listing, _metas(fetched.tools))
 
     async def _failure(
-        self, job: Job, kind: PollErrorKind, message: str, started: datetime, clock: float
+        self,
+        job: Job,
+        kind: PollErrorKind,
+        message: str,
+        started: datetime,
+        clock: float,
+        payload: str | None = None,
     ) -> PollOutcome:
         return await self._write(
             self.store.record_failure,
@@ -139,6 +149,7 @@ class Poller:
             message,
             started_at=started,
             finished_at=_after(started, clock),
+            payload=payload,
         )
 
     async def _write(
@@ -146,6 +157,15 @@ class Poller:
     ) -> PollOutcome:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.writer, lambda: method(*args, **kwargs))
+
+
+def _payload(tools: list[Any]) -> str | None:
+    """A listing that cannot be stored, as JSON text any database keeps (lone surrogates, NUL and
+    non-ASCII escaped; NaN and Infinity as JavaScript spells them), for review."""
+    try:
+        return json.dumps({"tools": tools}, ensure_ascii=True)
+    except (RecursionError, ValueError):
+        return None
 
 
 def _metas(tools: list[dict[str, Any]]) -> dict[str, Any]:

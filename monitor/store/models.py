@@ -223,6 +223,9 @@ class PollAttempt(Base):
     cache_scope: Mapped[str | None] = mapped_column(String(20))
     refetches: Mapped[int | None]
     """How often the listing was fetched again from its first page because its pages straddled a change."""
+    payload: Mapped[str | None] = mapped_column(Text)
+    """The tools as received (JSON text, non-ASCII escaped) of a listing that could not be stored
+    (not I-JSON, invalid): kept for review on the server's newest such attempt only."""
 
     __table_args__ = (Index("ix_poll_attempts_server_id_ok_id", "server_id", "ok", "id"),)
 

@@ -9,21 +9,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from monitor.config import ServerConfig
 from monitor.core.clients import ClientProfile
-from monitor.core.diff import diff_changes
-from monitor.core.findings import Finding, Severity, ToolChange
+from monitor.core.findings import Finding, Severity
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.rules import servers
 from monitor.core.rules.servers import WatchState
 from monitor.core.rules.views import notifications_declined
 from monitor.core.states import ServerOrigin
 from monitor.store.db import insert as _insert
+from monitor.store.listings import NO_META, diff_against, store_listing
 from monitor.store.models import (
     FindingRecord,
     Listing,
@@ -34,8 +34,6 @@ from monitor.store.models import (
     ToolDefinition,
 )
 from monitor.store.views import View, ViewComparison, record_views
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -189,7 +187,7 @@ class Store:
                 snapshot.poll_count += 1
                 new_version = False
             else:
-                listing_id = _store_listing(session, listing, metas or {}, finished_at)
+                listing_id = store_listing(session, listing, metas or {}, finished_at)
                 snapshot = Snapshot(
                     server_id=server_id,
                     version=(previous[0].version + 1) if previous else 1,
@@ -219,7 +217,7 @@ class Store:
                     server.watch_connected_since, server.last_notification_at, list_changed_advertised
                 )
                 announced = servers.announced(watch, before.last_seen)
-                findings = _diff_against(session, before.listing_id, listing)
+                findings = diff_against(session, before.listing_id, listing)
                 silent = servers.listing_changed_silently(
                     server.name, snapshot.version, watch, before.last_seen
                 )
@@ -242,7 +240,7 @@ class Store:
                     primary_listing_id=snapshot.listing_id,
                     others=views,
                     now=finished_at,
-                    store_listing=_store_listing,
+                    store_listing=store_listing,
                 )
                 findings += compared.findings
                 records += store_findings(
@@ -291,10 +289,24 @@ class Store:
             self._run_hooks(session, RecordedPoll(server, now, records, listen_honored=honored))
 
     def record_failure(
-        self, server_id: int, kind: str, message: str, *, started_at: datetime, finished_at: datetime
+        self,
+        server_id: int,
+        kind: str,
+        message: str,
+        *,
+        started_at: datetime,
+        finished_at: datetime,
+        payload: str | None = None,
     ) -> PollOutcome:
-        """Store a failed poll; the Nth failure in a row raises `server-unreachable`."""
+        """Store a failed poll; the Nth failure in a row raises `server-unreachable`. `payload`, the
+        listing a malformed poll received, is kept for review (the server's newest one only)."""
         with self.sessions.begin() as session:
+            if payload is not None:
+                session.execute(
+                    update(PollAttempt)
+                    .where(PollAttempt.server_id == server_id, PollAttempt.payload.is_not(None))
+                    .values(payload=None)
+                )
             server = _lock_server(session, server_id)
             server.consecutive_failures += 1
             server.last_poll_at = finished_at
@@ -314,6 +326,7 @@ class Store:
                     ok=False,
                     error_kind=kind,
                     error=message,
+                    payload=payload,
                 ),
             )
             return PollOutcome(
@@ -368,11 +381,8 @@ class Store:
             return session.scalar(select(Server.id).where(Server.name == name))
 
 
-_NO_META = None
-
-
 def _with_meta(definition: dict[str, Any], meta: Any) -> dict[str, Any]:
-    return definition if meta is _NO_META else {**definition, "_meta": meta}
+    return definition if meta is NO_META else {**definition, "_meta": meta}
 
 
 def _lock_server(session: Session, server_id: int) -> Server:
@@ -381,81 +391,6 @@ def _lock_server(session: Session, server_id: int) -> Server:
     if server is None:
         raise LookupError(f"server id {server_id} is not registered")
     return server
-
-
-def _store_listing(session: Session, listing: CanonicalListing, metas: dict[str, Any], now: datetime) -> int:
-    """The listing's id, storing it and any tool definitions not yet known."""
-    existing = session.scalar(select(Listing.id).where(Listing.fingerprint == listing.fingerprint))
-    if existing is not None:
-        return existing
-    insert = _insert(session)
-    by_fingerprint = {listing.tool_fingerprint(name): name for name in listing.forms}
-    rows: list[dict[str, Any]] = [
-        {"fingerprint": fp, "name": name, "definition": _definition(listing, name)}
-        for fp, name in by_fingerprint.items()
-    ]
-    for chunk in _chunks(rows, 500):
-        session.execute(
-            insert(ToolDefinition).values(chunk).on_conflict_do_nothing(index_elements=["fingerprint"])
-        )
-    tool_ids: dict[str, int] = {}
-    for fingerprints in _chunks(list(by_fingerprint), 500):
-        tool_ids.update(
-            session.execute(
-                select(ToolDefinition.fingerprint, ToolDefinition.id).where(
-                    ToolDefinition.fingerprint.in_(fingerprints)
-                )
-            ).all()
-        )
-    listing_row = Listing(fingerprint=listing.fingerprint, tool_count=len(listing.forms), created_at=now)
-    session.add(listing_row)
-    session.flush()
-    members: list[dict[str, Any]] = [
-        {
-            "listing_id": listing_row.id,
-            "tool_id": tool_ids[fp],
-            "position": position,
-            "meta": metas.get(name, _NO_META),
-        }
-        for position, (fp, name) in enumerate(by_fingerprint.items())
-    ]
-    for chunk in _chunks(members, 500):
-        session.execute(insert(ListingTool).values(chunk))
-    return listing_row.id
-
-
-def _definition(listing: CanonicalListing, name: str) -> dict[str, Any]:
-    return {key: value for key, value in listing.tools[name].items() if key != "_meta"}
-
-
-def _diff_against(session: Session, old_listing_id: int, new: CanonicalListing) -> list[Finding]:
-    """Findings from the stored listing to the new one; only changed tools are loaded."""
-    old_ids = dict(
-        session.execute(
-            select(ToolDefinition.name, ToolDefinition.fingerprint)
-            .join(ListingTool, ListingTool.tool_id == ToolDefinition.id)
-            .where(ListingTool.listing_id == old_listing_id)
-        ).all()
-    )
-    new_ids = {name: new.tool_fingerprint(name) for name in new.forms}
-    changed = sorted(
-        name for name in old_ids.keys() | new_ids.keys() if old_ids.get(name) != new_ids.get(name)
-    )
-    old_changed = {fp for name, fp in old_ids.items() if name in changed}
-    old_defs: dict[str, dict[str, Any]] = {}
-    for chunk in _chunks(sorted(old_changed), 500):
-        old_defs.update(
-            session.execute(
-                select(ToolDefinition.name, ToolDefinition.definition).where(
-                    ToolDefinition.fingerprint.in_(chunk)
-                )
-            ).all()
-        )
-    changes = (
-        ToolChange(name, old_defs.get(name), _definition(new, name) if name in new.forms else None)
-        for name in changed
-    )
-    return list(diff_changes(changes))
 
 
 def store_findings(
@@ -489,11 +424,6 @@ def store_findings(
     session.add_all(records)
     session.flush()
     return records
-
-
-def _chunks(items: list[T], size: int) -> Iterable[list[T]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 def _ms(start: datetime, end: datetime) -> float:

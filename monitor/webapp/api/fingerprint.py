@@ -7,9 +7,10 @@ server, whether that is the server's current listing or which earlier version it
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -17,7 +18,7 @@ from sqlalchemy.orm import Session
 from monitor.core.fingerprint import CanonicalListing, NotIJSONError
 from monitor.core.listing import ListingError, validate_tools
 from monitor.store import queries
-from monitor.store.models import Listing, Snapshot
+from monitor.store.models import Listing, PollAttempt, Snapshot
 from monitor.webapp.api.schemas import (
     ERRORS,
     SERVER_NAME,
@@ -26,7 +27,7 @@ from monitor.webapp.api.schemas import (
     not_found,
     unprocessable,
 )
-from monitor.webapp.deps import ReadSession, require_read, server_or_404
+from monitor.webapp.deps import ReadSession, ServerName, require_read, server_or_404
 
 router = APIRouter(
     prefix="/api/v1",
@@ -102,3 +103,27 @@ def _match(session: Session, name: str, fingerprint: str) -> ServerMatch:
         matches_current=current is not None and current.fingerprint == fingerprint,
         version=version,
     )
+
+
+class MalformedOut(BaseModel):
+    started_at: datetime
+    error: str | None = Field(description="Why it could not be stored, and where")
+    payload: str = Field(description='The listing as received, as JSON text (`{"tools": [...]}`)')
+
+
+@router.get(
+    "/servers/{name}/malformed",
+    summary="The server's newest listing that could not be stored, kept for review",
+    responses=not_found("server or malformed listing"),
+)
+def latest_malformed(name: ServerName, session: ReadSession) -> MalformedOut:
+    server = server_or_404(name, session)
+    row = session.execute(
+        select(PollAttempt.started_at, PollAttempt.error, PollAttempt.payload)
+        .where(PollAttempt.server_id == server.id, PollAttempt.payload.is_not(None))
+        .order_by(PollAttempt.id.desc())
+        .limit(1)
+    ).first()
+    if row is None:
+        raise HTTPException(404, f"server {server.name!r} has sent no listing that could not be stored")
+    return MalformedOut(started_at=row.started_at, error=row.error, payload=row.payload)
