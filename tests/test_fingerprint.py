@@ -183,3 +183,27 @@ def test_parse_listing_shapes_and_errors() -> None:
             assert expected in str(exc)
         else:
             raise AssertionError(f"no error for {data!r}")
+
+
+def test_the_fingerprint_command_matches_every_vector(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from monitor.cli import main
+
+    for index, vector in enumerate(VECTORS):
+        listing = tmp_path / f"vector-{index}.json"
+        listing.write_text(json.dumps({"tools": vector["tools"]}, ensure_ascii=False), encoding="utf-8")
+        assert main(["fingerprint", str(listing)]) == 0
+        assert capsys.readouterr().out.strip() == vector["fingerprint"], vector["name"]
+
+
+def test_the_fingerprint_command_says_where_a_listing_is_not_i_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from monitor.cli import main
+
+    listing = tmp_path / "nan.json"
+    listing.write_text('{"tools": [{"name": "a", "inputSchema": {"maximum": NaN}}]}')
+    assert main(["fingerprint", str(listing)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "not I-JSON: tools[0].inputSchema.maximum: nan" in error

@@ -77,6 +77,8 @@ def compute_fingerprint(body: FingerprintIn, session: ReadSession) -> Fingerprin
         listing = CanonicalListing.of(validate_tools(body.tools))
     except (ListingError, NotIJSONError) as exc:
         raise unprocessable(["body", "tools"], str(exc)) from None
+    except RecursionError:
+        raise unprocessable(["body", "tools"], "nested too deeply") from None
     match = _match(session, body.server, listing.fingerprint) if body.server is not None else None
     return FingerprintOut(
         fingerprint=listing.fingerprint,
