@@ -21,7 +21,7 @@ from support.servers import SERVERS
 from support.world import AUTH, make_app
 
 from monitor.collect.poller import Poller
-from monitor.config import Config, MonitorSettings, ServerConfig
+from monitor.config import Config, ConfigError, MonitorSettings, ServerConfig, load_config
 from monitor.notify.alerts import Alerting
 from monitor.notify.sessions import list_sessions
 from monitor.store import PollOutcome, Store
@@ -161,3 +161,32 @@ def test_views_in_the_api_the_dashboard_and_host_sessions(
     assert not records["s-bare"].stale and records["s-bare"].current_fingerprint == bare
     assert not records["s-host"].stale and records["s-host"].current_fingerprint == full
     assert records["s-wrong"].stale, "declared what the full view declared, but holds the bare listing"
+
+
+def test_client_profiles_in_the_config_file(tmp_path: Path) -> None:
+    """One table or an array of them; a bad profile names the file, the server and the field."""
+    config = tmp_path / "monitor.toml"
+    server = '[[servers]]\nname = "a"\ntransport = "http"\nurl = "http://127.0.0.1:9/mcp"\n'
+    config.write_text(
+        server + 'client = { name = "claude-code", version = "2.0.0", capabilities = { sampling = {} } }\n'
+    )
+    (one,) = load_config(config).servers[0].client
+    assert (one.name, one.version, one.capabilities, one.view) == (
+        "claude-code",
+        "2.0.0",
+        {"sampling": {}},
+        "claude-code",
+    )
+    config.write_text(server + 'client = [{}, { label = "bare", capabilities = {} }]\n')
+    primary, bare = load_config(config).servers[0].client
+    assert primary.capabilities == {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}}
+    assert bare.view == "bare" and bare.name == "drift-monitor"
+    for text, expected in (
+        ("client = [{}, {}]\n", "two client profiles are both named 'drift-monitor'"),
+        ('client = { capabilities = { sampling = "yes" } }\n', "client.0.capabilities.sampling"),
+        ('client = { nmae = "x" }\n', "client.0.nmae: Extra inputs"),
+    ):
+        config.write_text(server + text)
+        with pytest.raises(ConfigError) as caught:
+            load_config(config)
+        assert f"{config}: servers[0] ('a'): " in str(caught.value) and expected in str(caught.value)
