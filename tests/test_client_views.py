@@ -181,8 +181,9 @@ def test_client_profiles_in_the_config_file(tmp_path: Path) -> None:
     primary, bare = load_config(config).servers[0].client
     assert primary.capabilities == {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}}
     assert bare.view == "bare" and bare.name == "drift-monitor"
+    config.write_text(server + 'client = [{}, { version = "9" }]\n')
+    assert [p.view for p in load_config(config).servers[0].client] == ["drift-monitor", "drift-monitor-2"]
     for text, expected in (
-        ("client = [{}, {}]\n", "two client profiles are both named 'drift-monitor'"),
         ('client = { capabilities = { sampling = "yes" } }\n', "client.0.capabilities.sampling"),
         ('client = { nmae = "x" }\n', "client.0.nmae: Extra inputs"),
     ):
@@ -190,3 +191,35 @@ def test_client_profiles_in_the_config_file(tmp_path: Path) -> None:
         with pytest.raises(ConfigError) as caught:
             load_config(config)
         assert f"{config}: servers[0] ('a'): " in str(caught.value) and expected in str(caught.value)
+
+
+def test_client_profiles_over_the_api(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    with TestClient(make_app(store, monkeypatch), headers=AUTH) as client:
+        created = client.post(
+            "/api/v1/servers",
+            json={
+                "name": "remote",
+                "url": "https://mcp.example.com/mcp",
+                "client": [{"name": "claude-code", "version": "2.0.0", "capabilities": {"sampling": {}}}, {}],
+            },
+        )
+        assert created.status_code == 201, created.text
+        profiles = created.json()["client"]
+        assert [(p["name"], p["capabilities"]) for p in profiles] == [
+            ("claude-code", {"sampling": {}}),
+            ("drift-monitor", {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}}),
+        ]
+        one = client.post(
+            "/api/v1/servers", json={"name": "single", "url": "https://mcp.example.com/mcp", "client": {}}
+        )
+        assert one.status_code == 201 and len(one.json()["client"]) == 1
+        bad = client.post(
+            "/api/v1/servers",
+            json={
+                "name": "bad",
+                "url": "https://mcp.example.com/mcp",
+                "client": {"capabilities": {"sampling": 1}},
+            },
+        )
+        assert bad.status_code == 422
+        assert client.get("/api/v1/servers/remote/views").json() == [], "not polled yet"

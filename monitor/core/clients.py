@@ -22,6 +22,8 @@ def _monitor_version() -> str:
         return "unknown"
 
 
+NO_NUL = r"^[^\x00]*$"
+"""PostgreSQL text holds no NUL character."""
 HOST_CAPABILITIES: dict[str, Any] = {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}}
 """What common hosts (Claude Code, VS Code, Cursor) declare in `initialize`: the default profile's."""
 
@@ -31,8 +33,8 @@ class ClientProfile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(default="drift-monitor", min_length=1, max_length=200)
-    version: str = Field(default_factory=_monitor_version, min_length=1, max_length=100)
+    name: str = Field(default="drift-monitor", min_length=1, max_length=200, pattern=NO_NUL)
+    version: str = Field(default_factory=_monitor_version, min_length=1, max_length=100, pattern=NO_NUL)
     capabilities: dict[str, dict[str, Any]] = Field(
         default_factory=lambda: dict(HOST_CAPABILITIES),
         description="ClientCapabilities as sent in initialize (e.g. roots, sampling, elicitation)",
@@ -58,17 +60,20 @@ DEFAULT_PROFILE = ClientProfile()
 
 
 def check_profiles(profiles: list[ClientProfile]) -> list[ClientProfile]:
-    """At least one profile, each view named once (the first is the primary view: the server's versions)."""
+    """At least one profile, each view named once: a second profile of one name becomes `name-2`
+    (the first profile is the primary view: the server's version history)."""
     if not profiles:
         return [DEFAULT_PROFILE]
+    named: list[ClientProfile] = []
     seen: set[str] = set()
     for profile in profiles:
-        if profile.view in seen:
-            raise ValueError(
-                f"two client profiles are both named {profile.view!r}: give each a distinct label"
-            )
-        seen.add(profile.view)
-    return profiles
+        view, n = profile.view, 1
+        while view in seen:
+            n += 1
+            view = f"{profile.view[:190]}-{n}"
+        seen.add(view)
+        named.append(profile if view == profile.view else profile.model_copy(update={"label": view}))
+    return named
 
 
 def stored_profiles(stored: Any) -> list[ClientProfile]:

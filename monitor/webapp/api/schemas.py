@@ -20,7 +20,6 @@ from pydantic import (
     model_validator,
 )
 
-from monitor.core.clients import ClientProfile
 from monitor.core.hosts import REFUSED_NAMES
 
 
@@ -157,6 +156,27 @@ def _refuse_stdio(value: Any) -> Any:
     return value
 
 
+CapabilityName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9._/-]{0,99}$")]
+CapabilityFlags = dict[CapabilityName, bool | dict[CapabilityName, bool]]
+
+
+class ClientProfileIn(BaseModel):
+    """A client profile over the API: its capabilities as objects two levels deep with boolean
+    leaves (`{"roots": {"listChanged": true}, "sampling": {}, "elicitation": {"form": {}}}`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="drift-monitor", min_length=1, max_length=200, pattern=NO_NUL)
+    version: str | None = Field(default=None, min_length=1, max_length=100, pattern=NO_NUL)
+    capabilities: dict[CapabilityName, CapabilityFlags] | None = Field(
+        default=None, description="Default: roots, sampling and elicitation, as common hosts declare"
+    )
+    label: str | None = Field(default=None, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._@/+-]*$")
+
+    def profile(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
 class ServerCreate(BaseModel):
     """A server to watch. Only http and sse: stdio servers run commands, so only config files add them."""
 
@@ -180,7 +200,7 @@ class ServerCreate(BaseModel):
     )
     interval_seconds: float | None = Field(default=None, gt=0, le=86400 * 365)
     era: Literal["handshake", "modern"] = "handshake"
-    client: ClientProfile | list[ClientProfile] | None = Field(
+    client: ClientProfileIn | list[ClientProfileIn] | None = Field(
         default=None,
         description="Who the monitor polls as: one profile or several, each polled and stored as its own "
         "view (the first is the server's version history). Default: like common hosts (roots, sampling, "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from pydantic import BaseModel, ValidationError
@@ -20,6 +20,7 @@ from monitor.webapp.api.schemas import (
     SERVER_NAME,
     WRITE_ERRORS,
     ApiJSONResponse,
+    ClientProfileIn,
     ErrorOut,
     Limit,
     Page,
@@ -101,7 +102,7 @@ def create_server(web: Web, body: ServerCreate, response: Response, session: Wri
                 "url": body.url,
                 "headers": body.headers,
                 "era": body.era,
-                **({"client": body.client} if body.client is not None else {}),
+                **({"client": _profiles(body.client)} if body.client is not None else {}),
             }
         )
     except ValidationError as exc:
@@ -210,3 +211,7 @@ async def poll_server(
         error_kind=outcome.error_kind,
         error=outcome.error,
     )
+
+
+def _profiles(client: ClientProfileIn | list[ClientProfileIn]) -> list[dict[str, Any]]:
+    return [profile.profile() for profile in (client if isinstance(client, list) else [client])]
