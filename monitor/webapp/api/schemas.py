@@ -156,8 +156,21 @@ def _refuse_stdio(value: Any) -> Any:
     return value
 
 
-CapabilityName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9._/-]{0,99}$")]
+_CAPABILITY_NAME = r"^[A-Za-z][A-Za-z0-9._/-]{0,99}$"
+CapabilityName = Annotated[str, StringConstraints(pattern=_CAPABILITY_NAME)]
 CapabilityFlags = dict[CapabilityName, bool | dict[CapabilityName, bool]]
+
+
+def _closed(values: dict[str, Any]) -> dict[str, Any]:
+    """An object whose keys are capability names, each holding `values`, and nothing else."""
+    return {"type": "object", "patternProperties": {_CAPABILITY_NAME: values}, "additionalProperties": False}
+
+
+def _capabilities_schema(schema: dict[str, Any]) -> None:
+    """The OpenAPI of `capabilities`: every key named, nothing else allowed (pydantic leaves
+    `additionalProperties` open beside `patternProperties`)."""
+    flags = _closed({"anyOf": [{"type": "boolean"}, _closed({"type": "boolean"})]})
+    schema["anyOf"] = [_closed(flags), {"type": "null"}]
 
 
 class ClientProfileIn(BaseModel):
@@ -169,7 +182,9 @@ class ClientProfileIn(BaseModel):
     name: str = Field(default="drift-monitor", min_length=1, max_length=200, pattern=NO_NUL)
     version: str | None = Field(default=None, min_length=1, max_length=100, pattern=NO_NUL)
     capabilities: dict[CapabilityName, CapabilityFlags] | None = Field(
-        default=None, description="Default: roots, sampling and elicitation, as common hosts declare"
+        default=None,
+        description="Default: roots, sampling and elicitation, as common hosts declare",
+        json_schema_extra=_capabilities_schema,
     )
     label: str | None = Field(default=None, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._@/+-]*$")
 
