@@ -207,3 +207,40 @@ def test_the_fingerprint_command_says_where_a_listing_is_not_i_json(
     assert main(["fingerprint", str(listing)]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "not I-JSON: tools[0].inputSchema.maximum: nan" in error
+
+
+any_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=500)
+@given(any_json)
+def test_the_fast_path_writes_exactly_what_rfc8785_writes(value: Any) -> None:
+    """`json.dumps` is used where it provably writes RFC 8785; the stock library is the reference."""
+    from monitor.core.fingerprint import as_doubles, canonical_json
+
+    assert canonical_json(value) == rfc8785.dumps(as_doubles(value))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"b": 1, "a": [True, False, None, 'x"\\\n\u0001\u007f\u2028</script>']},
+        {"\uff61": 1, "\U0001f600": 2, "z": 3},  # UTF-16 order differs from code-point order
+        {"n": 9007199254740993, "m": -9007199254740993, "k": 9007199254740991},
+        {"f": 1.0, "g": 1e16, "h": 1.5e-07, "i": -0.0, "s": "1.0 and 1e5 inside a string"},
+    ],
+)
+def test_fast_and_slow_paths_on_the_edges(value: Any) -> None:
+    from monitor.core.fingerprint import as_doubles, canonical_json
+
+    assert canonical_json(value) == rfc8785.dumps(as_doubles(value))
