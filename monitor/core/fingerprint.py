@@ -6,10 +6,11 @@ written in Go, Rust, TypeScript or Python reproduce it with a stock JCS library 
 they cached (docs/fingerprint.md), which `json.dumps(sort_keys=True)` never allowed (`1.0` against
 `1`, `1e+16` against `10000000000000000`, astral-plane key order).
 
-The serialisation is the `rfc8785` package's; this module adds only what SPEC section 2 says on
-top of it: numbers are read as IEEE-754 doubles the way `JSON.parse` reads them, so an integer
-beyond 2^53 becomes the nearest double first. It depends on nothing else of drift-monitor, so it
-can be vendored with `rfc8785` beside it.
+The serialisation is the `rfc8785` package's (with `json.dumps` standing in where it provably
+writes the same text, which is most tool definitions, because it runs in C); this module adds only
+what SPEC section 2 says on top of it: numbers are read as IEEE-754 doubles the way `JSON.parse`
+reads them, so an integer beyond 2^53 becomes the nearest double first. It depends on nothing
+else of drift-monitor, so it can be vendored with `rfc8785` beside it.
 """
 
 from __future__ import annotations
