@@ -223,3 +223,44 @@ def test_client_profiles_over_the_api(store: Store, monkeypatch: pytest.MonkeyPa
         )
         assert bad.status_code == 422
         assert client.get("/api/v1/servers/remote/views").json() == [], "not polled yet"
+
+
+def test_how_two_views_differ() -> None:
+    """The rule alone: which tool, which way, how severe; identical views raise nothing."""
+    from monitor.core.fingerprint import CanonicalListing
+    from monitor.core.rules.views import views_differ
+
+    base = [
+        tool("a", read_only=True),
+        tool("b", read_only=False, destructive=False),
+        tool("c", description="C."),
+        tool("d", annotations={"openWorldHint": False}),
+    ]
+    other = [
+        tool("a", read_only=False),  # the base view is the laxer one
+        tool("b", read_only=False, destructive=True),  # the base view is laxer again
+        tool("c", description="C, for hosts."),
+        tool("d", annotations={"openWorldHint": True}),
+        tool("e"),
+    ]
+    found = {
+        f.tool: f
+        for f in views_differ("srv", "monitor", CanonicalListing.of(base), "host", CanonicalListing.of(other))
+    }
+    assert {t: f.severity.value for t, f in found.items()} == {
+        "a": "high",
+        "b": "high",
+        "c": "medium",
+        "d": "medium",
+        "e": "medium",
+    }
+    assert "'monitor' with readOnlyHint=true but not to 'host'" in found["a"].message
+    assert "'monitor' with destructiveHint=false but not to 'host'" in found["b"].message
+    assert found["c"].field is None and "its definition" in found["c"].message
+    assert found["d"].field == "annotations.openWorldHint" and (found["d"].old, found["d"].new) == (
+        False,
+        True,
+    )
+    assert found["e"].detail["only_in"] == "host" and (found["e"].old, found["e"].new) == (False, True)
+    same = CanonicalListing.of(base)
+    assert list(views_differ("srv", "x", same, "y", same)) == []

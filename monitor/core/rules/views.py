@@ -70,10 +70,13 @@ def views_differ(
         lax = [hint for hint in SAFETY_HINTS if hint in differing]
         if lax:
             hint = lax[0]
-            laxer = base_view if _laxer(hint, old.get(hint)) else other_view
+            laxer, stricter = (
+                (base_view, other_view) if _laxer(hint, old.get(hint)) else (other_view, base_view)
+            )
             message = (
-                f"{server} shows {label} to client {laxer!r} with {hint}={str(_lax_value(hint)).lower()}, "
-                f"but not to the other view: a server showing one client a safer listing is cloaking."
+                f"{server} shows {label} to client {laxer!r} with {hint}={str(_lax_value(hint)).lower()} "
+                f"but not to {stricter!r}: a server that shows one client a safer listing than another "
+                "is cloaking."
             )
             yield rule.finding(
                 tool,
@@ -85,14 +88,14 @@ def views_differ(
                 severity=Severity.HIGH,
             )
             continue
-        field = f"annotations.{next(iter(differing))}" if differing else None
-        what = ", ".join(differing) if differing else "its definition"
+        first = next(iter(differing), None)
         yield rule.finding(
             tool,
-            field,
-            old.get(next(iter(differing))) if differing else None,
-            new.get(next(iter(differing))) if differing else None,
-            f"{server} shows {label} differently to clients {base_view!r} and {other_view!r} ({what}).",
+            f"annotations.{first}" if first else None,
+            old.get(first) if first else None,
+            new.get(first) if first else None,
+            f"{server} shows {label} differently to clients {base_view!r} and {other_view!r} "
+            f"({', '.join(differing) or 'its definition'}).",
             detail=detail,
         )
 
