@@ -26,6 +26,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from monitor.core.clients import DEFAULT_PROFILE, ClientProfile, check_profiles
 from monitor.core.hostconfigs import read_host_config
 from monitor.core.hosts import HostPolicy, check_host_entry
 from monitor.core.rules import Severity
@@ -82,6 +83,18 @@ class ServerConfig(BaseModel):
     """What the decision point treats as approved (SPEC section 10)."""
     aliases: list[str] = Field(default_factory=list)
     """Other names hosts know the server by (Claude Code's `mcp__<name>__tool`), for the hook adapters."""
+    client: list[ClientProfile] = Field(default_factory=lambda: [DEFAULT_PROFILE])
+    """Who the monitor polls as: one profile (a table) or several (an array), each its own view."""
+
+    @field_validator("client", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, dict) else value
+
+    @field_validator("client")
+    @classmethod
+    def _distinct_views(cls, profiles: list[ClientProfile]) -> list[ClientProfile]:
+        return check_profiles(profiles)
 
     @model_validator(mode="after")
     def _transport_fields(self) -> ServerConfig:

@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
+from support.polls import record_poll
 from support.world import (
     AUTH,
     HOSTILE_SCRIPT,
@@ -27,7 +28,7 @@ from support.world import (
 )
 
 from monitor.config import ServerConfig
-from monitor.core.fingerprint import fingerprint
+from monitor.core.fingerprint import CanonicalListing, fingerprint
 from monitor.store import PollOutcome, Store
 from monitor.store.models import FindingRecord, Server
 
@@ -543,12 +544,16 @@ def test_openapi_describes_every_endpoint(client: TestClient) -> None:
 
 
 def test_lone_surrogates_are_returned_as_json_escapes(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fingerprint v2 refuses lone surrogates (not I-JSON), but SQLite databases of the first release
+    hold such listings under their old fingerprint; they still render."""
     if store.engine.dialect.name != "sqlite":
         pytest.skip("PostgreSQL's jsonb refuses lone surrogates, so such a listing is never stored there")
     (server_id,) = store.sync_servers(
         [ServerConfig(name="odd", transport="http", url="https://o.example/")], T0
     ).values()
-    record(store, server_id, [tool("odd", "broken \ud800 text")], T0)
+    odd = tool("odd", "broken \ud800 text")
+    form = json.dumps(odd, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    record_poll(store, server_id, CanonicalListing({"odd": odd}, {"odd": form}, "0" * 64), T0)
     with TestClient(make_app(store, monkeypatch), headers=AUTH) as client:
         response = client.get("/api/v1/servers/odd/snapshots/1")
         assert response.status_code == 200

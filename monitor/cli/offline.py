@@ -9,9 +9,9 @@ from typing import Any
 
 from monitor.cli.common import EXIT_FINDINGS, EXIT_OK, CommandError, severity, wants_colour
 from monitor.cli.report import write_text_report
-from monitor.core.diff import diff_listings
+from monitor.core.diff import diff_canonical
 from monitor.core.findings import Severity
-from monitor.core.fingerprint import fingerprint
+from monitor.core.fingerprint import CanonicalListing, NotIJSONError
 from monitor.core.listing import ListingError, Tool, load_listing, read_listing
 from monitor.core.rules import CATALOG
 
@@ -43,7 +43,7 @@ def register(commands: Any) -> None:
 def _run_diff(args: argparse.Namespace) -> int:
     if args.old == args.new == "-":
         raise CommandError("only one of OLD and NEW can be - (stdin)")
-    result = diff_listings(_listing(args.old), _listing(args.new))
+    result = diff_canonical(_canonical(args.old), _canonical(args.new))
     if args.format == "json":
         json.dump(result.to_dict(), sys.stdout, ensure_ascii=False, indent=2)
         sys.stdout.write("\n")
@@ -56,7 +56,7 @@ def _run_diff(args: argparse.Namespace) -> int:
 
 
 def _run_fingerprint(args: argparse.Namespace) -> int:
-    print(fingerprint(_listing(args.file)))
+    print(_canonical(args.file).fingerprint)
     return EXIT_OK
 
 
@@ -69,6 +69,15 @@ def _listing(path: str) -> list[Tool]:
     except UnicodeDecodeError:
         raise ListingError("<stdin>: not UTF-8 text") from None
     return read_listing(text, "<stdin>")
+
+
+def _canonical(path: str) -> CanonicalListing:
+    """The listing in the file (or on standard input for `-`), canonicalised; a listing RFC 8785
+    cannot serialise is an error naming the file and the spot."""
+    try:
+        return CanonicalListing.of(_listing(path))
+    except NotIJSONError as exc:
+        raise ListingError(f"{path}: not I-JSON: {exc}") from None
 
 
 def _run_rules(args: argparse.Namespace) -> int:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, ParamSpec
 
@@ -19,10 +20,15 @@ from monitor.collect.client import Limits, PollError, Target, fetch_listing
 from monitor.collect.observe import observe_poll
 from monitor.collect.targets import limits_for, target_for
 from monitor.config import Config
-from monitor.core.fingerprint import META_KEY, CanonicalListing
+from monitor.core.clients import ClientProfile
+from monitor.core.fingerprint import META_KEY, CanonicalListing, NotIJSONError
 from monitor.core.listing import ListingError, validate_tools
 from monitor.core.states import PollErrorKind
 from monitor.store import PollOutcome, Store
+from monitor.store.polls import CacheHints
+from monitor.store.views import View
+
+log = logging.getLogger("drift_monitor.poller")
 
 
 @dataclass(frozen=True)
@@ -85,12 +91,12 @@ class Poller:
             return await self._failure(job, exc.kind, exc.message, started, clock)
         try:
             listing = CanonicalListing.of(validate_tools(fetched.tools))
-        except (ListingError, RecursionError) as exc:
-            message = str(exc) if isinstance(exc, ListingError) else "listing is nested too deeply"
+        except (ListingError, NotIJSONError, RecursionError) as exc:
+            message = "listing is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
             raw = raw_payload(fetched.tools)
             return await self._failure(job, PollErrorKind.MALFORMED, message, started, clock, raw)
-        metas = {tool["name"]: tool[META_KEY] for tool in fetched.tools if META_KEY in tool}
-        return await self._write(
+        views, view_errors = await self._views(job)
+        outcome = await self._write(
             self.store.record_success,
             job.server_id,
             listing,
@@ -101,9 +107,38 @@ class Poller:
             server_info=fetched.server_info,
             capabilities=fetched.capabilities,
             list_changed_advertised=fetched.list_changed_advertised,
-            metas=metas,
+            metas=_metas(fetched.tools),
             validation_errors=fetched.validation_errors,
+            client=job.target.client,
+            views=views,
+            cache=CacheHints(fetched.ttl_ms, fetched.cache_scope, fetched.refetches),
         )
+        outcome.view_errors = view_errors
+        return outcome
+
+    async def _views(self, job: Job) -> tuple[list[View], dict[str, str]]:
+        """The server's further client profiles, polled concurrently, each as its own view; a view
+        whose poll fails is reported and left out, and the primary view's result stands."""
+        fetches = await asyncio.gather(
+            *(self._view(job, profile) for profile in job.target.views), return_exceptions=True
+        )
+        views: list[View] = []
+        errors: dict[str, str] = {}
+        for profile, fetched in zip(job.target.views, fetches, strict=True):
+            if isinstance(fetched, View):
+                views.append(fetched)
+            elif isinstance(fetched, PollError | ListingError | NotIJSONError):
+                errors[profile.view] = str(fetched)
+            else:
+                raise fetched
+        for view, error in errors.items():
+            log.warning("poll of %s as client %r failed: %s", job.target.name, view, error)
+        return views, errors
+
+    async def _view(self, job: Job, profile: ClientProfile) -> View:
+        fetched = await fetch_listing(replace(job.target, client=profile, views=()), job.limits)
+        listing = CanonicalListing.of(validate_tools(fetched.tools))
+        return View(profile, listing, _metas(fetched.tools))
 
     async def _failure(
         self,
@@ -143,6 +178,10 @@ def raw_payload(tools: list[Any]) -> str | None:
     except (RecursionError, ValueError):
         return None
     return text if len(text) <= RAW_PAYLOAD_LIMIT else text[:RAW_PAYLOAD_LIMIT] + "\n[cut at 1 MiB]"
+
+
+def _metas(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    return {tool["name"]: tool[META_KEY] for tool in tools if META_KEY in tool}
 
 
 def _after(started: datetime, clock: float) -> datetime:

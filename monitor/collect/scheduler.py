@@ -30,6 +30,7 @@ from monitor.collect.client import Target
 from monitor.collect.poller import Job, Poller
 from monitor.collect.targets import limits_for, target_for
 from monitor.config import Config, ServerConfig
+from monitor.core.clients import stored_profiles
 from monitor.core.states import ServerOrigin
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Server
@@ -80,6 +81,8 @@ class LeaseRelease:
         self.owner = owner
 
     def after_poll(self, session: Session, poll: RecordedPoll) -> None:
+        if poll.listen_honored is not None:  # a watch session's record, not a poll
+            return
         if poll.server.lease_owner == self.owner:
             poll.server.lease_owner = None
             poll.server.lease_expires_at = None
@@ -188,8 +191,15 @@ class Scheduler:
                 return None
             transport: Literal["http", "sse"] = "sse" if server.transport == "sse" else "http"
             era: Literal["handshake", "modern"] = "modern" if server.era == "modern" else "handshake"
+            profiles = stored_profiles(server.client)
             return Target(
-                name=server.name, transport=transport, url=server.url, headers=server.headers or {}, era=era
+                name=server.name,
+                transport=transport,
+                url=server.url,
+                headers=server.headers or {},
+                era=era,
+                client=profiles[0],
+                views=tuple(profiles[1:]),
             )
 
     def poll_soon(self, server_id: int) -> None:

@@ -64,4 +64,6 @@ def target_for(config: Config, server: ServerConfig, environ: Mapping[str, str] 
         sse_fallback=server.sse_fallback,
         secrets=tuple(expanded),
         origin=ServerOrigin.CONFIG,
+        client=server.client[0],
+        views=tuple(server.client[1:]),
     )

@@ -75,6 +75,9 @@ class WatchManager:
                     self.limits,
                     on_ready=lambda: self._mark(server_id, watch_connected_since=datetime.now(UTC)),
                     on_change=lambda: self._notified(server_id),
+                    on_ack=lambda honored: self.store.record_listen_ack(
+                        server_id, honored, datetime.now(UTC)
+                    ),
                 )
                 delay = BACKOFF_START
             except PollError as exc:

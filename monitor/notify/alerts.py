@@ -93,12 +93,24 @@ class Alerting:
         """
         undone: set[str] = set()
         findings = list(poll.findings)
+        if poll.listen_honored:
+            resolve_matching(session, poll.server.id, "notifications-declined", now=poll.now, policy=self)
         if poll.snapshot is not None:
             resolve_matching(session, poll.server.id, "server-unreachable", now=poll.now, policy=self)
             if poll.new_version:
                 undone = self._resolve_cleared(session, poll.server.id, poll.snapshot.listing_id, poll.now)
                 for rule in set(LISTING_RULES) - {f.rule for f in poll.findings}:  # a new version without it
                     resolve_matching(session, poll.server.id, rule, now=poll.now, policy=self)
+            if poll.views_agree:  # every client view shows these tools alike again
+                for alert in session.scalars(
+                    select(Alert).where(
+                        Alert.server_id == poll.server.id,
+                        Alert.rule == "listing-varies-by-client",
+                        Alert.state.in_(AlertState.unresolved()),
+                    )
+                ):
+                    if alert.tool in poll.views_agree:
+                        resolve(session, alert, poll.now, policy=self)
             if poll.announced:  # the server announced this change: it does notify after all
                 resolve_matching(
                     session, poll.server.id, "listing-changed-silently", now=poll.now, policy=self

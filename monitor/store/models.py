@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     Dialect,
@@ -108,6 +109,13 @@ class Server(Base):
     """When the watch session last received a tools list-changed notification."""
     approval: Mapped[str] = mapped_column(String(10), default="tofu", server_default="tofu")
     """`tofu`, `review` or `off` (SPEC section 10): what the decision point treats as approved."""
+    client: Mapped[Any | None]
+    """The client profiles of a server registered over the API (`[{name, version, capabilities}]`)."""
+    ttl_ms: Mapped[int | None] = mapped_column(BigInteger)
+    """The current listing's `ttlMs` (2026-07-28): hosts may keep it this long. Outside the fingerprint."""
+    cache_scope: Mapped[str | None] = mapped_column(String(20))
+    tools_list_changed_honored: Mapped[bool | None] = mapped_column(Boolean)
+    """Whether the watch session's `subscriptions/listen` acknowledgement kept `toolsListChanged`."""
 
     __table_args__ = (Index("ix_servers_next_poll_at", "next_poll_at"),)
 
@@ -220,6 +228,10 @@ class PollAttempt(Base):
     pages: Mapped[int | None]
     raw_payload: Mapped[str | None] = mapped_column(Text)
     """For a listing that could not be read: the start of what the server sent, for review."""
+    ttl_ms: Mapped[int | None] = mapped_column(BigInteger)
+    cache_scope: Mapped[str | None] = mapped_column(String(20))
+    refetches: Mapped[int | None]
+    """How often the listing was fetched again from its first page because its pages straddled a change."""
 
     __table_args__ = (Index("ix_poll_attempts_server_id_ok_id", "server_id", "ok", "id"),)
 
@@ -319,6 +331,8 @@ class HostSession(Base):
     fingerprint: Mapped[str] = mapped_column(String(64))
     fingerprint_since: Mapped[datetime]
     """When the session reported its current fingerprint: the grace period counts from here."""
+    client_capabilities: Mapped[dict[str, Any] | None]
+    """The capabilities the host declared to the server: the session is compared with that view."""
 
     __table_args__ = (
         UniqueConstraint("server_id", "session_id", name="uq_host_sessions_server_id_session_id"),
@@ -395,3 +409,24 @@ class Silence(Base):
     created_at: Mapped[datetime]
 
     __table_args__ = (Index("ix_silences_ends_at", "ends_at"),)
+
+
+class ClientView(Base):
+    """What one client profile of a server was shown: a span of polls that saw one listing, as a
+    snapshot is for the server's primary profile. Views of one server are compared with each other."""
+
+    __tablename__ = "client_views"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    server_id: Mapped[int] = mapped_column(ForeignKey("servers.id", ondelete="CASCADE"))
+    profile: Mapped[str] = mapped_column(String(200))
+    client: Mapped[dict[str, Any]]
+    listing_id: Mapped[int] = mapped_column(ForeignKey("listings.id"))
+    first_seen: Mapped[datetime]
+    last_seen: Mapped[datetime]
+    poll_count: Mapped[int]
+
+    __table_args__ = (
+        Index("ix_client_views_server_id_profile_first_seen", "server_id", "profile", "first_seen"),
+        Index("ix_client_views_listing_id", "listing_id"),
+    )

@@ -9,21 +9,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from monitor.config import ServerConfig
-from monitor.core.diff import diff_changes
-from monitor.core.findings import Finding, Severity, ToolChange
+from monitor.core.clients import ClientProfile
+from monitor.core.findings import Finding, Severity
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.rules import listings, servers
 from monitor.core.rules.servers import WatchState
+from monitor.core.rules.views import notifications_declined
 from monitor.core.states import ApprovalMode, ServerOrigin
 from monitor.store.approvals import set_mode
 from monitor.store.db import insert as _insert
 from monitor.store.flapping import returns_since
+from monitor.store.listings import NO_META, diff_against, store_listing
 from monitor.store.models import (
     FindingRecord,
     Listing,
@@ -33,8 +35,7 @@ from monitor.store.models import (
     Snapshot,
     ToolDefinition,
 )
-
-T = TypeVar("T")
+from monitor.store.views import View, ViewComparison, record_views
 
 
 @dataclass
@@ -50,10 +51,21 @@ class PollOutcome:
     findings: list[Finding] = field(default_factory=list)
     error_kind: str | None = None
     error: str | None = None
+    view_errors: dict[str, str] = field(default_factory=dict)
+    """Client views (by name) whose poll failed; the primary view's result stands."""
 
     @property
     def worst(self) -> Severity | None:
         return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
+
+
+@dataclass(frozen=True)
+class CacheHints:
+    """A listing's 2026-07-28 caching hints (outside the fingerprint) and the re-fetches it took."""
+
+    ttl_ms: int | None = None
+    cache_scope: str | None = None
+    refetches: int = 0
 
 
 @dataclass(frozen=True)
@@ -69,6 +81,10 @@ class RecordedPoll:
     new_version: bool = False
     announced: bool | None = None
     """For a new version: whether the watch session was told of the change (None: no session covered it)."""
+    views_agree: frozenset[str] = frozenset()
+    """Tools that every client view now shows alike (after a view changed)."""
+    listen_honored: bool | None = None
+    """Set (and nothing polled) when a watch session's listen acknowledgement is recorded instead."""
 
     @property
     def ok(self) -> bool:
@@ -139,6 +155,7 @@ class Store:
                     note="approval mode from the config file",
                     now=now,
                 )
+                server.client = [profile.model_dump() for profile in config.client]
                 session.flush()
                 ids[config.name] = server.id
         return ids
@@ -157,12 +174,18 @@ class Store:
         list_changed_advertised: bool,
         metas: dict[str, Any] | None = None,
         validation_errors: Sequence[str] = (),
+        client: ClientProfile | None = None,
+        views: Sequence[View] = (),
+        cache: CacheHints | None = None,
     ) -> PollOutcome:
         """Store a successful poll: a new version only when the listing changed.
 
         A listing that breaks the MCP schema (`validation_errors`) is stored like any other, marked
         with the errors, and raises `listing-invalid`: what hosts reject is exactly what to review.
+        `client` is the profile the listing was polled as (its view is kept too); `views` the
+        other profiles' listings, compared with it; `cache` the listing's 2026-07-28 caching hints.
         """
+        cache = cache or CacheHints()
         with self.sessions.begin() as session:
             server = _lock_server(session, server_id)
             previous = session.execute(
@@ -180,7 +203,7 @@ class Store:
                 snapshot.poll_count += 1
                 new_version = False
             else:
-                listing_id = _store_listing(session, listing, metas or {}, finished_at)
+                listing_id = store_listing(session, listing, metas or {}, finished_at)
                 snapshot = Snapshot(
                     server_id=server_id,
                     version=(previous[0].version + 1) if previous else 1,
@@ -203,6 +226,7 @@ class Store:
             server.server_info = server_info
             server.capabilities = capabilities
             server.list_changed_advertised = list_changed_advertised
+            server.ttl_ms, server.cache_scope = cache.ttl_ms, cache.cache_scope
             records: list[FindingRecord] = []
             if new_version and previous is not None:
                 before = previous[0]
@@ -213,7 +237,7 @@ class Store:
                     shares_polled_instance=server.transport != "stdio",
                 )
                 announced = servers.announced(watch, before.last_seen)
-                findings = _diff_against(session, before.listing_id, listing)
+                findings = diff_against(session, before.listing_id, listing)
                 returns = returns_since(session, server_id, finished_at - self.flapping_window)
                 flapping = servers.listing_flapping(
                     server.name,
@@ -242,9 +266,27 @@ class Store:
                     from_snapshot=previous[0].id if previous else None,
                     to_snapshot=snapshot.id,
                 )
+            compared = ViewComparison()
+            if client is not None:
+                compared = record_views(
+                    session,
+                    server_id=server_id,
+                    server_name=server.name,
+                    primary=View(client, listing, metas or {}),
+                    primary_listing_id=snapshot.listing_id,
+                    others=views,
+                    now=finished_at,
+                    store_listing=store_listing,
+                )
+                findings += compared.findings
+                records += store_findings(
+                    session, server_id, compared.findings, finished_at, to_snapshot=snapshot.id
+                )
             self._run_hooks(
                 session,
-                RecordedPoll(server, finished_at, records, snapshot, new_version, announced),
+                RecordedPoll(
+                    server, finished_at, records, snapshot, new_version, announced, compared.agreeing
+                ),
             )
             self._add_attempt(
                 session,
@@ -255,6 +297,9 @@ class Store:
                     ok=True,
                     snapshot_id=snapshot.id,
                     pages=pages,
+                    ttl_ms=cache.ttl_ms,
+                    cache_scope=cache.cache_scope,
+                    refetches=cache.refetches,
                 ),
             )
             return PollOutcome(
@@ -266,6 +311,18 @@ class Store:
                 new_version=new_version,
                 findings=findings,
             )
+
+    def record_listen_ack(self, server_id: int, honored: bool, now: datetime) -> None:
+        """A 2026-07-28 watch session's `subscriptions/listen` acknowledgement: `notifications-declined`
+        when it newly leaves `toolsListChanged` out of a server that advertises `tools.listChanged`."""
+        with self.sessions.begin() as session:
+            server = _lock_server(session, server_id)
+            declined = not honored and server.tools_list_changed_honored is not False
+            server.tools_list_changed_honored = honored
+            declined = declined and bool(server.list_changed_advertised)
+            findings = [notifications_declined(server.name)] if declined else []
+            records = store_findings(session, server_id, findings, now)
+            self._run_hooks(session, RecordedPoll(server, now, records, listen_honored=honored))
 
     def record_failure(
         self,
@@ -357,11 +414,8 @@ class Store:
             return session.scalar(select(Server.id).where(Server.name == name))
 
 
-_NO_META = None
-
-
 def _with_meta(definition: dict[str, Any], meta: Any) -> dict[str, Any]:
-    return definition if meta is _NO_META else {**definition, "_meta": meta}
+    return definition if meta is NO_META else {**definition, "_meta": meta}
 
 
 def _lock_server(session: Session, server_id: int) -> Server:
@@ -370,81 +424,6 @@ def _lock_server(session: Session, server_id: int) -> Server:
     if server is None:
         raise LookupError(f"server id {server_id} is not registered")
     return server
-
-
-def _store_listing(session: Session, listing: CanonicalListing, metas: dict[str, Any], now: datetime) -> int:
-    """The listing's id, storing it and any tool definitions not yet known."""
-    existing = session.scalar(select(Listing.id).where(Listing.fingerprint == listing.fingerprint))
-    if existing is not None:
-        return existing
-    insert = _insert(session)
-    by_fingerprint = {listing.tool_fingerprint(name): name for name in listing.forms}
-    rows: list[dict[str, Any]] = [
-        {"fingerprint": fp, "name": name, "definition": _definition(listing, name)}
-        for fp, name in by_fingerprint.items()
-    ]
-    for chunk in _chunks(rows, 500):
-        session.execute(
-            insert(ToolDefinition).values(chunk).on_conflict_do_nothing(index_elements=["fingerprint"])
-        )
-    tool_ids: dict[str, int] = {}
-    for fingerprints in _chunks(list(by_fingerprint), 500):
-        tool_ids.update(
-            session.execute(
-                select(ToolDefinition.fingerprint, ToolDefinition.id).where(
-                    ToolDefinition.fingerprint.in_(fingerprints)
-                )
-            ).all()
-        )
-    listing_row = Listing(fingerprint=listing.fingerprint, tool_count=len(listing.forms), created_at=now)
-    session.add(listing_row)
-    session.flush()
-    members: list[dict[str, Any]] = [
-        {
-            "listing_id": listing_row.id,
-            "tool_id": tool_ids[fp],
-            "position": position,
-            "meta": metas.get(name, _NO_META),
-        }
-        for position, (fp, name) in enumerate(by_fingerprint.items())
-    ]
-    for chunk in _chunks(members, 500):
-        session.execute(insert(ListingTool).values(chunk))
-    return listing_row.id
-
-
-def _definition(listing: CanonicalListing, name: str) -> dict[str, Any]:
-    return {key: value for key, value in listing.tools[name].items() if key != "_meta"}
-
-
-def _diff_against(session: Session, old_listing_id: int, new: CanonicalListing) -> list[Finding]:
-    """Findings from the stored listing to the new one; only changed tools are loaded."""
-    old_ids = dict(
-        session.execute(
-            select(ToolDefinition.name, ToolDefinition.fingerprint)
-            .join(ListingTool, ListingTool.tool_id == ToolDefinition.id)
-            .where(ListingTool.listing_id == old_listing_id)
-        ).all()
-    )
-    new_ids = {name: new.tool_fingerprint(name) for name in new.forms}
-    changed = sorted(
-        name for name in old_ids.keys() | new_ids.keys() if old_ids.get(name) != new_ids.get(name)
-    )
-    old_changed = {fp for name, fp in old_ids.items() if name in changed}
-    old_defs: dict[str, dict[str, Any]] = {}
-    for chunk in _chunks(sorted(old_changed), 500):
-        old_defs.update(
-            session.execute(
-                select(ToolDefinition.name, ToolDefinition.definition).where(
-                    ToolDefinition.fingerprint.in_(chunk)
-                )
-            ).all()
-        )
-    changes = (
-        ToolChange(name, old_defs.get(name), _definition(new, name) if name in new.forms else None)
-        for name in changed
-    )
-    return list(diff_changes(changes))
 
 
 def store_findings(
@@ -478,11 +457,6 @@ def store_findings(
     session.add_all(records)
     session.flush()
     return records
-
-
-def _chunks(items: list[T], size: int) -> Iterable[list[T]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 def _ms(start: datetime, end: datetime) -> float:

@@ -94,6 +94,15 @@ class ServerRecord(Record):
     acknowledged_alerts: dict[str, int] = Field(
         default_factory=dict, description="Acknowledged alerts (seen, not yet resolved) by severity"
     )
+    client: list[dict[str, Any]] | None = Field(
+        default=None, description="The client profiles it is polled as; the first is its version history"
+    )
+    ttl_ms: int | None = Field(default=None, description="The current listing's ttlMs (2026-07-28)")
+    cache_scope: str | None = Field(default=None, description="The current listing's cacheScope")
+    tools_list_changed_honored: bool | None = Field(
+        default=None,
+        description="Whether the watch session's subscriptions/listen acknowledgement kept toolsListChanged",
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -242,6 +251,7 @@ class SessionRecord(Record):
     stale: bool
     """Holds another listing than the server's current one for longer than the grace period."""
     stale_since: datetime | None
+    client_capabilities: dict[str, Any] | None = None
 
 
 class ApprovalRecord(Record):

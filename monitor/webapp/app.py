@@ -35,11 +35,13 @@ from monitor.webapp.api import (
     approvals,
     changes,
     decisions,
+    fingerprint,
     health,
     servers,
     sessions,
     silences,
     snapshots,
+    views,
 )
 from monitor.webapp.api.schemas import PATTERN_MESSAGES, ApiJSONResponse
 from monitor.webapp.api.strict import known_query_only
@@ -254,7 +256,8 @@ def create_app(
     def openapi() -> Response:
         return ApiJSONResponse(app.openapi())
 
-    for api_module in (health, servers, snapshots, changes, alerts, sessions, approvals, decisions, silences):
+    api_modules = (health, servers, snapshots, changes, alerts, sessions, approvals, decisions, silences)
+    for api_module in (*api_modules, fingerprint, views):
         app.include_router(api_module.router, dependencies=[Depends(known_query_only)])
     app.include_router(health.public)
     app.include_router(decisions.pdp)

@@ -109,6 +109,7 @@ def test_stdio_servers_cannot_be_registered_over_http(store: Store, monkeypatch:
             "interval_seconds",
             "era",
             "approval",
+            "client",  # who the monitor says it is: clientInfo and declared capabilities, no command
         }
         assert create.get("additionalProperties") is False
         assert client.delete("/api/v1/servers/git").status_code == 409

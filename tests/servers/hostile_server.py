@@ -13,6 +13,7 @@ Modes:
     endless-cursor   every page returns a new cursor
     loop-cursor      cursors a -> b -> a ...
     huge             one page of about --huge-bytes bytes
+    not-i-json       valid JSON that RFC 8785 cannot serialise (a NaN in an inputSchema)
     garbage-stdout   (stdio) prints junk on stdout before behaving like legacy-only
     exit-early       (stdio) writes an error to stderr and exits with status 3
     ignore-sigterm   (stdio) legacy-only, but ignores SIGTERM and stdin EOF: only SIGKILL ends it
@@ -49,6 +50,7 @@ MODES = (
     "endless-cursor",
     "loop-cursor",
     "huge",
+    "not-i-json",
     "garbage-stdout",
     "exit-early",
     "ignore-sigterm",
@@ -124,6 +126,9 @@ class Hostile:
             return {"tools": [tool(f"t{page}")], "nextCursor": str(page + 1)}
         if self.mode == "loop-cursor":
             return {"tools": [tool(f"t-{cursor}")], "nextCursor": LOOP[cursor]}
+        if self.mode == "not-i-json":
+            scale = {"name": "scale", "inputSchema": {"type": "object", "maximum": float("nan")}}
+            return {"tools": [tool("echo", "Echo the input."), scale]}
         if self.mode == "huge":
             count = max(1, self.huge_bytes // 10_000)
             return {"tools": [tool(f"big{i}", "x" * 10_000) for i in range(count)]}

@@ -18,7 +18,7 @@ import json
 import time
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -42,7 +42,7 @@ from pydantic import RootModel, ValidationError
 from monitor.collect.client.errors import Attempt, clip, stream_error, transport_failure, validation_summary
 from monitor.collect.client.http import CappedBody, EventHooks, media_type, new_client, status_line
 from monitor.collect.client.stdio import ResultsSeen
-from monitor.collect.client.target import CLIENT_INFO, Era, FetchedListing, Limits, PollError, Target
+from monitor.collect.client.target import Era, FetchedListing, Limits, PollError, Target
 from monitor.core.hosts import HostPolicy
 from monitor.core.states import PollErrorKind, ServerOrigin
 
@@ -54,6 +54,27 @@ Negotiated = tuple[Era, dict[str, Any] | None, dict[str, Any]]
 
 class _Raw(RootModel[dict[str, Any]]):
     """A result kept as the dict the transport parsed, after the SDK's schema check."""
+
+
+MAX_REFETCHES = 3
+"""How often a listing whose pages straddled a change is fetched again from its first page."""
+
+
+class ProfileSession(ClientSession):
+    """A session that declares the target's client profile in either era.
+
+    The SDK derives the capabilities it declares from the callbacks it was given (both in
+    `initialize` and in every 2026-07-28 request's `_meta`); a poll answers no sampling or
+    elicitation request, yet must declare what the hosts it stands for declare, because servers
+    may show those hosts a different listing.
+    """
+
+    def __init__(self, *args: Any, capabilities: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.declared = types.ClientCapabilities.model_validate(capabilities)
+
+    def _build_capabilities(self, version: str) -> types.ClientCapabilities:
+        return self.declared
 
 
 async def fetch_listing(target: Target, limits: Limits = Limits()) -> FetchedListing:  # noqa: B008 - frozen
@@ -115,14 +136,14 @@ class Poll(Attempt):
             session = await self._start(stack)
             with self.abort:
                 era, server_info, capabilities = await self._negotiate(session)
-                tools, pages, size = await self._list(session)
+                listed = await self._list_consistently(session)
             if self.stream_error is not None:
                 raise stream_error(self.stream_error)
             assert self.version is not None
             self.listing = FetchedListing(
-                tools=tools,
-                pages=pages,
-                listing_bytes=size,
+                tools=listed.tools,
+                pages=listed.pages,
+                listing_bytes=listed.size,
                 protocol_version=self.version,
                 era=era,
                 server_info=server_info,
@@ -130,17 +151,22 @@ class Poll(Attempt):
                 list_changed_advertised=_advertises_list_changed(capabilities),
                 elapsed_ms=(time.perf_counter() - self.started) * 1000,
                 validation_errors=self.invalid,
+                ttl_ms=listed.ttl_ms,
+                cache_scope=listed.cache_scope,
+                refetches=listed.refetches,
             )
 
     async def _start(self, stack: AsyncExitStack) -> ClientSession:
         """Open the transport and enter a session on it, both closed when `stack` is."""
         read_stream, write_stream = await stack.enter_async_context(await self._open(stack))
+        profile = self.target.client
         return await stack.enter_async_context(
-            ClientSession(
+            ProfileSession(
                 self._reader(read_stream),
                 write_stream,
                 message_handler=self._on_message,
-                client_info=CLIENT_INFO,
+                client_info=types.Implementation(name=profile.name, version=profile.version),
+                capabilities=profile.capabilities,
             )
         )
 
@@ -253,8 +279,10 @@ class Poll(Attempt):
         request = types.InitializeRequest(
             params=types.InitializeRequestParams(
                 protocol_version=LATEST_HANDSHAKE_VERSION,
-                capabilities=types.ClientCapabilities(),
-                client_info=CLIENT_INFO,
+                capabilities=types.ClientCapabilities.model_validate(self.target.client.capabilities),
+                client_info=types.Implementation(
+                    name=self.target.client.name, version=self.target.client.version
+                ),
             )
         )
         raw = (await session.send_request(request, _Raw)).root
@@ -320,38 +348,65 @@ class Poll(Attempt):
             self.invalid.append(f"{where}and {len(details) - max(room, 0)} more schema violation(s)")
         return result
 
-    async def _list(self, session: ClientSession) -> tuple[list[dict[str, Any]], int, int]:
+    async def _list_consistently(self, session: ClientSession) -> Listed:
+        """Every page, with no cross-page guarantee from the server (2026-07-28 says so outright): a
+        paged listing's first page is fetched again at the end, and when it differs the pages
+        straddled a change, so the listing is fetched again from the start, at most `MAX_REFETCHES` times."""
+        for refetches in range(MAX_REFETCHES + 1):
+            listed = await self._list(session)
+            listed.refetches = refetches
+            if listed.pages == 1:
+                return listed
+            self.stage = "tools/list (first page again)"
+            self.last_result = None
+            again: Any
+            try:
+                again = (await session.send_request(types.ListToolsRequest(params=None), _Raw)).root
+            except ValidationError:  # as invalid as the first time: compare what was sent
+                again = self.last_result
+            if isinstance(again, dict) and again.get("tools") == listed.first_page:
+                return listed
+        raise PollError(
+            PollErrorKind.LIMIT,
+            f"the listing changed while it was paged {MAX_REFETCHES + 1} times in a row: "
+            "no consistent listing to record",
+        )
+
+    async def _list(self, session: ClientSession) -> Listed:
         limits = self.limits
-        tools: list[dict[str, Any]] = []
+        listed = Listed()
         cursors: set[str] = set()
         cursor: str | None = None
-        pages = size = 0
         while True:
-            if pages == limits.max_pages:
+            if listed.pages == limits.max_pages:
                 raise PollError(
                     PollErrorKind.LIMIT, f"listing exceeds {limits.max_pages} pages (cursor loop?)"
                 )
-            pages += 1
+            listed.pages += 1
+            pages = listed.pages
             self.stage = "tools/list" if pages == 1 else f"tools/list (page {pages})"
             params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
             self.last_result = None
             try:
                 result = (await session.send_request(types.ListToolsRequest(params=params), _Raw)).root
             except ValidationError as exc:
-                result = self._kept_despite(exc, pages)
-            size += _json_size(result)
-            if size > limits.max_bytes:
+                result = self._kept_despite(exc, listed.pages)
+            listed.size += _json_size(result)
+            if listed.size > limits.max_bytes:
                 raise PollError(
                     PollErrorKind.LIMIT, f"listing exceeds {limits.max_bytes} bytes (at page {pages})"
                 )
-            tools.extend(result["tools"])
-            if len(tools) > limits.max_tools:
+            if pages == 1:
+                listed.first_page = result["tools"]
+            listed.tools.extend(result["tools"])
+            listed.cache_hints(result)
+            if len(listed.tools) > limits.max_tools:
                 raise PollError(
                     PollErrorKind.LIMIT, f"listing exceeds {limits.max_tools} tools (at page {pages})"
                 )
             cursor = result.get("nextCursor")
             if cursor is None:
-                return tools, pages, size
+                return listed
             if cursor in cursors:
                 raise PollError(
                     PollErrorKind.LIMIT,
@@ -362,6 +417,30 @@ class Poll(Attempt):
 
 MAX_VALIDATION_ERRORS = 20
 """Schema violations recorded per listing; the count of the rest is kept."""
+
+
+@dataclass
+class Listed:
+    """One pass over every page of `tools/list`."""
+
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    first_page: list[Any] = field(default_factory=list)
+    pages: int = 0
+    size: int = 0
+    ttl_ms: int | None = None
+    cache_scope: str | None = None
+    refetches: int = 0
+
+    def cache_hints(self, result: Mapping[str, Any]) -> None:
+        """`ttlMs` and `cacheScope` (2026-07-28). A host may keep each page for its TTL, so the
+        listing's is the longest; a malformed hint is ignored, as a host would ignore it."""
+        ttl = result.get("ttlMs")
+        if isinstance(ttl, int) and not isinstance(ttl, bool) and 0 <= ttl < 2**63:
+            self.ttl_ms = ttl if self.ttl_ms is None else max(self.ttl_ms, ttl)
+        scope = result.get("cacheScope")
+        if isinstance(scope, str) and scope in ("public", "private"):
+            # private wins: a listing any page of which is private is not to be shared
+            self.cache_scope = "private" if "private" in (scope, self.cache_scope) else scope
 
 
 def _advertises_list_changed(capabilities: Mapping[str, Any]) -> bool:

@@ -4,24 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any, Literal
 
-import mcp_types as types
-
+from monitor.core.clients import DEFAULT_PROFILE, ClientProfile
 from monitor.core.states import PollErrorKind, ServerOrigin
 
 Era = Literal["handshake", "modern"]
-
-
-def _client_version() -> str:
-    try:
-        return metadata.version("drift-monitor")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
-CLIENT_INFO = types.Implementation(name="drift-monitor", version=_client_version())
 
 
 @dataclass(frozen=True)
@@ -45,6 +33,10 @@ class Target:
     """"config" targets come from a config file and may be anywhere; "api" ones were registered over
     HTTP, so every connection they make is checked against `Limits.allowed_hosts` (`HostPolicy`).
     The default is the checked one: a target nobody vouched for is not trusted."""
+    client: ClientProfile = DEFAULT_PROFILE
+    """Who the poll says it is (`clientInfo`) and what it declares it can do, in either era."""
+    views: tuple[ClientProfile, ...] = ()
+    """Further client profiles of the server, each polled after `client` and stored as its own view."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +70,12 @@ class FetchedListing:
     validation_errors: list[str] = field(default_factory=list)
     """Where the pages break the negotiated version's schema, which hosts validate against: the
     listing is kept as sent all the same, and stored as an invalid version."""
+    ttl_ms: int | None = None
+    """`ttlMs` (2026-07-28), the longest of the pages': how long a host may keep this listing."""
+    cache_scope: str | None = None
+    """`cacheScope`: `public`, or `private` when any page says so."""
+    refetches: int = 0
+    """How often the listing was fetched again from the start because its pages straddled a change."""
 
 
 class PollError(Exception):

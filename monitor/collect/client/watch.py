@@ -37,6 +37,7 @@ async def watch_list_changed(
     *,
     on_ready: Callable[[], None],
     on_change: Callable[[], None],
+    on_ack: Callable[[bool], None] | None = None,
 ) -> None:
     """Hold one long-lived session and report every tools list-changed notification until it ends.
 
@@ -45,19 +46,20 @@ async def watch_list_changed(
     `notifications/tools/list_changed` on the session (for Streamable HTTP, on its GET stream);
     the 2026-07-28 era needs a `subscriptions/listen` stream. `on_ready` runs once that channel is
     open, then `on_change` once per notification, in order, each in a worker thread so a blocking
-    callback never stalls the session; their exceptions propagate as they are.
+    callback never stalls the session; their exceptions propagate as they are. On 2026-07-28
+    sessions `on_ack` first hears whether the listen acknowledgement kept `toolsListChanged`.
 
     Returns when the server closes the session gracefully (the listen stream's result, or the end
     of the HTTP notification stream); raises `PollError` when the session cannot be established or
     drops (including a stdio server exiting). Cancelling closes the session and stops a stdio server.
     """
-    attempt = _Watch(target, limits, on_ready=on_ready, on_change=on_change)
+    attempt = _Watch(target, limits, on_ready=on_ready, on_change=on_change, on_ack=on_ack)
     try:
         await attempt.watch()
     except PollError:
         if not falls_back_to_sse(attempt):  # as `fetch_listing` does for a bare `url`
             raise
-        await _Watch(as_sse(target), limits, on_ready=on_ready, on_change=on_change).watch()
+        await _Watch(as_sse(target), limits, on_ready=on_ready, on_change=on_change, on_ack=on_ack).watch()
 
 
 class _Watch(Poll):
@@ -70,8 +72,10 @@ class _Watch(Poll):
         *,
         on_ready: Callable[[], None],
         on_change: Callable[[], None],
+        on_ack: Callable[[bool], None] | None = None,
     ) -> None:
         super().__init__(target, limits)
+        self.on_ack = on_ack
         self.on_ready = on_ready
         self.on_change = on_change
         self.era: Era | None = None
@@ -128,7 +132,11 @@ class _Watch(Poll):
                 raise PollError(
                     PollErrorKind.PROTOCOL, "server ended subscriptions/listen before acknowledging it"
                 ) from None
-            if not subscription.honored.tools_list_changed:
+            honored = subscription.honored.tools_list_changed is True
+            on_ack = self.on_ack
+            if on_ack is not None:
+                await self._call(lambda: on_ack(honored))
+            if not honored:
                 raise PollError(
                     PollErrorKind.PROTOCOL,
                     "server does not support subscriptions/listen for tools: it honored none",

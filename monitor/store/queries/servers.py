@@ -38,6 +38,10 @@ _SERVER_COLUMNS = (
     Server.interval_seconds,
     Server.headers,
     Server.approval,
+    Server.client,
+    Server.ttl_ms,
+    Server.cache_scope,
+    Server.tools_list_changed_honored,
 )
 """Plain columns rather than ORM objects: the overview reads hundreds of servers per request."""
 
@@ -124,6 +128,9 @@ class AttemptRow:
     id: int = 0
     has_raw: bool = False
     """A listing that could not be read was kept with it (see `raw_payload`)."""
+    ttl_ms: int | None = None
+    cache_scope: str | None = None
+    refetches: int | None = None
 
 
 def recent_attempts(session: Session, server_id: int, limit: int = 10) -> list[AttemptRow]:
@@ -135,13 +142,16 @@ def recent_attempts(session: Session, server_id: int, limit: int = 10) -> list[A
             PollAttempt.error_kind,
             PollAttempt.error,
             PollAttempt.id,
-            PollAttempt.raw_payload.is_not(None),
+            PollAttempt.raw_payload.is_not(None).label("has_raw"),
+            PollAttempt.ttl_ms,
+            PollAttempt.cache_scope,
+            PollAttempt.refetches,
         )
         .where(PollAttempt.server_id == server_id)
         .order_by(PollAttempt.id.desc())
         .limit(limit)
     ).all()
-    return [AttemptRow(*row) for row in rows]
+    return [AttemptRow(**row._asdict()) for row in rows]
 
 
 def raw_payload(session: Session, server_id: int, attempt_id: int) -> str | None:

@@ -189,6 +189,42 @@ def _refuse_stdio(value: Any) -> Any:
     return value
 
 
+_CAPABILITY_NAME = r"^[A-Za-z][A-Za-z0-9._/-]{0,99}$"
+CapabilityName = Annotated[str, StringConstraints(pattern=_CAPABILITY_NAME)]
+CapabilityFlags = dict[CapabilityName, bool | dict[CapabilityName, bool]]
+
+
+def _closed(values: dict[str, Any]) -> dict[str, Any]:
+    """An object whose keys are capability names, each holding `values`, and nothing else."""
+    return {"type": "object", "patternProperties": {_CAPABILITY_NAME: values}, "additionalProperties": False}
+
+
+def _capabilities_schema(schema: dict[str, Any]) -> None:
+    """The OpenAPI of `capabilities`: every key named, nothing else allowed (pydantic leaves
+    `additionalProperties` open beside `patternProperties`)."""
+    flags = _closed({"anyOf": [{"type": "boolean"}, _closed({"type": "boolean"})]})
+    schema["anyOf"] = [_closed(flags), {"type": "null"}]
+
+
+class ClientProfileIn(BaseModel):
+    """A client profile over the API: its capabilities as objects two levels deep with boolean
+    leaves (`{"roots": {"listChanged": true}, "sampling": {}, "elicitation": {"form": {}}}`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="drift-monitor", min_length=1, max_length=200, pattern=NO_NUL)
+    version: str | None = Field(default=None, min_length=1, max_length=100, pattern=NO_NUL)
+    capabilities: dict[CapabilityName, CapabilityFlags] | None = Field(
+        default=None,
+        description="Default: roots, sampling and elicitation, as common hosts declare",
+        json_schema_extra=_capabilities_schema,
+    )
+    label: str | None = Field(default=None, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._@/+-]*$")
+
+    def profile(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
 class ServerCreate(BaseModel):
     """A server to watch. Only http and sse: stdio servers run commands, so only config files add them."""
 
@@ -216,6 +252,12 @@ class ServerCreate(BaseModel):
         default="tofu",
         description="`tofu` approves the first version seen, `review` nothing until a person does, "
         "`off` allows every call",
+    )
+    client: ClientProfileIn | list[ClientProfileIn] | None = Field(
+        default=None,
+        description="Who the monitor polls as: one profile or several, each polled and stored as its own "
+        "view (the first is the server's version history). Default: like common hosts (roots, sampling, "
+        "elicitation)",
     )
 
 
@@ -250,6 +292,11 @@ class SessionCreate(BaseModel):
     session_id: str = Field(min_length=1, max_length=200, pattern=NO_NUL)
     client: str | None = Field(default=None, max_length=500, pattern=NO_NUL)
     connected_at: UtcDatetime
+    client_capabilities: dict[str, dict[str, Any]] | None = Field(
+        default=None,
+        description="The capabilities the host declared to the server: the session is compared with the "
+        "client view that declared the same",
+    )
     fingerprint: str | None = Field(default=None, pattern=FINGERPRINT)
     tools: list[dict[str, Any]] | None = Field(
         default=None, max_length=100_000, json_schema_extra=TOOLS_SCHEMA

@@ -12,6 +12,7 @@ from monitor.core.text import make_visible
 from monitor.store import approvals, queries
 from monitor.store.models import Server
 from monitor.store.records import SEVERITIES, ServerRecord, ToolVersionRecord
+from monitor.webapp.api.views import list_views
 from monitor.webapp.deps import ReadSession, Web, db_safe, page_server_or_404, require_viewer, signed_in
 from monitor.webapp.pages.approvals import resolvable_alerts, server_approvals
 from monitor.webapp.pages.diffview import ToolDiffView, hint_badges, tool_diff_view
@@ -35,6 +36,7 @@ def server_page(
         session, states=AlertState.unresolved(), server_id=server.id, worst_first=True, limit=20
     )
     attempts = queries.recent_attempts(session, server.id)
+    views = list_views(server, session)
     more = len(versions) > VERSIONS_PER_PAGE
     versions = versions[:VERSIONS_PER_PAGE]
     tools.sort(key=lambda t: str(t.get("name")))
@@ -51,6 +53,7 @@ def server_page(
         alerts=alerts,
         attempts=attempts,
         **server_approvals(request, session, server),
+        views=views if len(views) > 1 else [],
     )
 
 
