@@ -12,9 +12,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import ParamSpec
+from typing import Any, ParamSpec
 
-from monitor.collect.client import Limits, PollError, Target, fetch_listing
+from sqlalchemy.exc import SQLAlchemyError
+
+from monitor.collect.client import FetchedListing, Limits, PollError, Target, fetch_listing
+from monitor.collect.guard import guard_listing, refusal_message
 from monitor.collect.targets import limits_for, target_for
 from monitor.config import Config
 from monitor.core.fingerprint import META_KEY, CanonicalListing
@@ -72,7 +75,7 @@ class Poller:
         started = datetime.now(UTC)
         clock = time.perf_counter()
         try:
-            fetched = await fetch_listing(job.target, job.limits)
+            fetched = guard_listing(job.target, await fetch_listing(job.target, job.limits)).listing
             listing = CanonicalListing.of(validate_tools(fetched.tools))
         except PollError as exc:
             return await self._failure(job, exc.kind, exc.message, started, clock)
@@ -80,6 +83,24 @@ class Poller:
             message = str(exc) if isinstance(exc, ListingError) else "listing is nested too deeply"
             return await self._failure(job, PollErrorKind.MALFORMED, message, started, clock)
         metas = {tool["name"]: tool[META_KEY] for tool in fetched.tools if META_KEY in tool}
+        try:
+            return await self._record_success(job, fetched, listing, metas, started, clock)
+        except SQLAlchemyError as exc:
+            # The database refused the listing (a value one of them cannot hold): the poll is still a
+            # recorded outcome, counted towards server-unreachable and shown on the server's page.
+            return await self._failure(
+                job, PollErrorKind.STORAGE, refusal_message(exc, job.target), started, clock
+            )
+
+    async def _record_success(
+        self,
+        job: Job,
+        fetched: FetchedListing,
+        listing: CanonicalListing,
+        metas: dict[str, Any],
+        started: datetime,
+        clock: float,
+    ) -> PollOutcome:
         return await self._write(
             self.store.record_success,
             job.server_id,

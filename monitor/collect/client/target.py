@@ -24,6 +24,10 @@ def _client_version() -> str:
 CLIENT_INFO = types.Implementation(name="drift-monitor", version=_client_version())
 
 
+MIN_SECRET_LENGTH = 6
+"""Shorter header and env values are not scrubbed: they would mangle ordinary words and guard nothing."""
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
@@ -43,6 +47,13 @@ class Target:
     """"config" targets come from a config file and may be anywhere; "api" ones were registered over
     HTTP, so every connection they make is checked against `Limits.allowed_hosts` (`HostPolicy`).
     The default is the checked one: a target nobody vouched for is not trusted."""
+
+    def secret_values(self) -> list[str]:
+        """Every configured secret (header and env values, their words, expanded variables), longest
+        first; values shorter than `MIN_SECRET_LENGTH` are left out (scrubbing them would mangle words)."""
+        values = {*self.headers.values(), *(self.env or {}).values(), *self.secrets}
+        values |= {part for value in self.headers.values() for part in value.split()}
+        return sorted((v for v in values if len(v) >= MIN_SECRET_LENGTH), key=len, reverse=True)
 
 
 @dataclass(frozen=True)
