@@ -28,11 +28,14 @@ class Guarded:
 
 
 def guard_listing(target: Target, fetched: FetchedListing) -> Guarded:
-    """The listing with secrets redacted, or a `malformed` PollError when it is not I-JSON."""
-    problem = ijson_problem(fetched.tools, "tools") or ijson_problem(fetched.server_info, "serverInfo")
-    problem = problem or ijson_problem(fetched.capabilities, "capabilities")
+    """The listing with secrets redacted, or a `malformed` PollError when its serverInfo or
+    capabilities are not I-JSON."""
+    # The tools are checked with the rest of the listing (`validate_tools`); these ride along.
+    problem = ijson_problem(fetched.server_info, "serverInfo") or ijson_problem(
+        fetched.capabilities, "capabilities"
+    )
     if problem is not None:
-        message = f"the listing is not I-JSON: {_redact_text(problem, target)}"
+        message = f"not I-JSON: {_redact_text(problem, target)}"
         raise PollError(PollErrorKind.MALFORMED, message)
     secrets = target.secret_values()
     if not secrets:

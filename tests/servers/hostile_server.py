@@ -16,6 +16,8 @@ Modes:
     garbage-stdout   (stdio) prints junk on stdout before behaving like legacy-only
     exit-early       (stdio) writes an error to stderr and exits with status 3
     ignore-sigterm   (stdio) legacy-only, but ignores SIGTERM and stdin EOF: only SIGKILL ends it
+    listing-file     (stdio) answers tools/list with the text of --listing FILE, read at each request
+                     and sent byte for byte (so it may hold NaN, 1e400, \u0000 or lone surrogates)
 
 rpc-error's message repeats the Authorization header (HTTP) or $DRIFT_TEST_SECRET (stdio), so
 a test can check that the client keeps secrets out of its errors. `--require-header` answers
@@ -31,6 +33,7 @@ import signal
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 HANG = object()
@@ -52,6 +55,7 @@ MODES = (
     "garbage-stdout",
     "exit-early",
     "ignore-sigterm",
+    "listing-file",
 )
 LOOP = {None: "a", "a": "b", "b": "a"}
 SERVER_INFO = {"name": "hostile", "version": "6.6.6"}
@@ -62,8 +66,11 @@ def tool(name: str, description: str = "") -> dict[str, Any]:
 
 
 class Hostile:
-    def __init__(self, mode: str, huge_bytes: int, secret: str | None) -> None:
+    def __init__(
+        self, mode: str, huge_bytes: int, secret: str | None, listing_file: str | None = None
+    ) -> None:
         self.mode = mode
+        self.listing_file = listing_file
         self.huge_bytes = huge_bytes
         self.secret = secret
 
@@ -147,7 +154,12 @@ def serve_stdio(server: Hostile) -> None:
     if server.mode == "garbage-stdout":
         print("Starting hostile server v6.6.6 ... listening on stdio!", flush=True)
     for line in sys.stdin:
-        answer = server.reply(json.loads(line))
+        message = json.loads(line)
+        if server.listing_file and message.get("method") == "tools/list":
+            text = Path(server.listing_file).read_text(encoding="utf-8")
+            print(f'{{"jsonrpc": "2.0", "id": {json.dumps(message["id"])}, "result": {text}}}', flush=True)
+            continue
+        answer = server.reply(message)
         if answer is None or answer is HANG:
             continue
         print(MALFORMED if answer is MALFORMED else json.dumps(answer), flush=True)
@@ -190,8 +202,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--require-header", metavar="NAME:VALUE")
     parser.add_argument("--huge-bytes", type=int, default=2_000_000)
+    parser.add_argument("--listing", metavar="FILE")
     args = parser.parse_args()
-    server = Hostile(args.mode, args.huge_bytes, os.environ.get("DRIFT_TEST_SECRET"))
+    server = Hostile(args.mode, args.huge_bytes, os.environ.get("DRIFT_TEST_SECRET"), args.listing)
     if args.transport == "stdio":
         serve_stdio(server)
     else:
