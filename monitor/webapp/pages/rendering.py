@@ -111,6 +111,14 @@ def path_quote(value: str) -> str:
     return quote(value.encode("utf-8", "surrogatepass"), safe="")
 
 
+def tool_href(server: str, tool: str) -> str:
+    """The page of one tool. `.` and `..` are dot segments however they are encoded (`%2E` too), so
+    those two names go in the query instead of the path."""
+    if tool in (".", ".."):
+        return f"/servers/{path_quote(server)}/tool?tool={path_quote(tool)}"
+    return f"/servers/{path_quote(server)}/tools/{path_quote(tool)}"
+
+
 def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
@@ -167,6 +175,7 @@ def make_environment(templates: Path) -> Environment:
         ts=format_time,
         iso=iso,
         pathq=path_quote,
+        toolhref=tool_href,
         pretty=pretty_json,
         compact=compact_json,
         sevclass=severity_class,

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 
 from monitor.core.states import AlertState
 from monitor.core.text import make_visible
 from monitor.store import queries
 from monitor.store.records import SEVERITIES, ServerRecord, ToolVersionRecord
-from monitor.webapp.deps import ReadSession, db_safe, page_server_or_404, require_viewer
+from monitor.webapp.deps import ReadSession, page_server_or_404, require_viewer, unicode_text
 from monitor.webapp.pages.diffview import ToolDiffView, hint_badges, tool_diff_view
 from monitor.webapp.pages.params import number_param
 from monitor.webapp.pages.rendering import render
@@ -74,9 +74,17 @@ def diff_page(request: Request, server: TheServer, session: ReadSession) -> HTML
     )
 
 
-@router.get("/servers/{name}/tools/{tool:path}", response_class=HTMLResponse)
+@router.get("/servers/{name}/tool", response_class=HTMLResponse)
+def tool_page_by_query(
+    request: Request, server: TheServer, session: ReadSession, tool: Annotated[str, Query()]
+) -> HTMLResponse:
+    """The tool page for a name no URL path carries (`.` and `..` are dot segments however encoded)."""
+    return tool_page(request, server, tool, session)
+
+
+@router.get("/servers/{name}/tools/{tool:toolname}", response_class=HTMLResponse)
 def tool_page(request: Request, server: TheServer, tool: str, session: ReadSession) -> HTMLResponse:
-    runs = queries.tool_history(session, server.id, tool) if db_safe(tool) else []
+    runs = queries.tool_history(session, server.id, tool) if unicode_text(tool) else []
     if not runs:
         raise HTTPException(404, f"server {server.name!r} never listed a tool named {make_visible(tool)!r}")
     steps: list[tuple[ToolVersionRecord, ToolDiffView | None]] = []
