@@ -167,3 +167,19 @@ def test_a_secret_the_server_echoes_is_stored_only_as_redacted(
         (definition,) = session.scalars(select(ToolDefinition.definition)).all()
     assert definition["description"] == "Called with Bearer [redacted]."
     assert SECRET not in json.dumps(definition)
+
+
+def test_a_listing_torn_between_pages_is_read_again_from_the_first_page(store: Store) -> None:
+    command, *args = server_command("hostile_server.py", "torn")
+    config = Config(
+        monitor=MonitorSettings(poll_timeout=20),
+        servers=[ServerConfig(name="torn", transport="stdio", command=command, args=args)],
+        source="test",
+    )
+    outcome = poll(Poller(store, config))
+    assert outcome.ok, outcome.error
+    with store.sessions() as session:
+        names = sorted(session.scalars(select(ToolDefinition.name)))
+    assert names == ["b", "c", "d"], (
+        "the listing as it stands, not page 1 of one version and page 2 of the next"
+    )

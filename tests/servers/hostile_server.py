@@ -16,6 +16,8 @@ Modes:
     garbage-stdout   (stdio) prints junk on stdout before behaving like legacy-only
     exit-early       (stdio) writes an error to stderr and exits with status 3
     ignore-sigterm   (stdio) legacy-only, but ignores SIGTERM and stdin EOF: only SIGKILL ends it
+    torn             two tools a page; tool `a` is removed right after the first page is first served,
+                     so a poll that reads page 2 without re-reading page 1 stores a, b, d (c lost)
     listing-file     (stdio) answers tools/list with the text of --listing FILE, read at each request
                      and sent byte for byte (so it may hold NaN, 1e400, \u0000 or lone surrogates)
 
@@ -56,6 +58,7 @@ MODES = (
     "exit-early",
     "ignore-sigterm",
     "listing-file",
+    "torn",
 )
 LOOP = {None: "a", "a": "b", "b": "a"}
 SERVER_INFO = {"name": "hostile", "version": "6.6.6"}
@@ -71,6 +74,7 @@ class Hostile:
     ) -> None:
         self.mode = mode
         self.listing_file = listing_file
+        self.served_first = False
         self.huge_bytes = huge_bytes
         self.secret = secret
 
@@ -131,6 +135,17 @@ class Hostile:
             return {"tools": [tool(f"t{page}")], "nextCursor": str(page + 1)}
         if self.mode == "loop-cursor":
             return {"tools": [tool(f"t-{cursor}")], "nextCursor": LOOP[cursor]}
+        if self.mode == "torn":
+            if self.served_first:
+                listing = [tool(name) for name in ("b", "c", "d")]
+            else:
+                listing = [tool(name) for name in ("a", "b", "c", "d")]
+            offset = int(cursor or 0)
+            self.served_first = True
+            page: dict[str, Any] = {"tools": listing[offset : offset + 2]}
+            if offset + 2 < len(listing):
+                page["nextCursor"] = str(offset + 2)
+            return page
         if self.mode == "huge":
             count = max(1, self.huge_bytes // 10_000)
             return {"tools": [tool(f"big{i}", "x" * 10_000) for i in range(count)]}

@@ -44,6 +44,9 @@ from monitor.collect.client.target import CLIENT_INFO, Era, FetchedListing, Limi
 from monitor.core.hosts import HostPolicy
 from monitor.core.states import PollErrorKind, ServerOrigin
 
+TORN_READ_ATTEMPTS = 3
+"""Reads of a paginated listing before a server whose listing keeps changing mid-read is a failed poll."""
+
 Negotiated = tuple[Era, dict[str, Any] | None, dict[str, Any]]
 """The era, the serverInfo as sent, and the capabilities as sent."""
 
@@ -270,7 +273,31 @@ class Poll(Attempt):
         return "modern", server_info if isinstance(server_info, dict) else None, raw["capabilities"]
 
     async def _list(self, session: ClientSession) -> tuple[list[dict[str, Any]], int, int]:
+        """Every page; a listing that changed between its pages (a torn read) is read again from the
+        first page, as SPEC section 2 asks, rather than stored as a mix of two versions.
+
+        A multi-page read is confirmed by asking for the first page once more: when it still holds
+        the same tools, nothing before the later pages' offsets moved, so the pages belong together
+        (a change within a later page is read from the newer version, consistently).
+        """
+        for _ in range(TORN_READ_ATTEMPTS):
+            tools, pages, size, first = await self._pages(session)
+            if pages == 1:
+                return tools, pages, size
+            self.stage = "tools/list (first page again, to confirm the pages belong together)"
+            again = (await session.send_request(types.ListToolsRequest(params=None), _Raw)).root
+            if again.get("tools") == first:
+                return tools, pages, size
+        raise PollError(
+            PollErrorKind.PROTOCOL,
+            f"the listing changed while its pages were read, {TORN_READ_ATTEMPTS} times in a row "
+            "(torn reads): nothing stored",
+        )
+
+    async def _pages(self, session: ClientSession) -> tuple[list[dict[str, Any]], int, int, Any]:
+        """One read of every page: the tools, the page count, the size, and the first page's tools."""
         limits = self.limits
+        first: Any = None
         tools: list[dict[str, Any]] = []
         cursors: set[str] = set()
         cursor: str | None = None
@@ -284,6 +311,8 @@ class Poll(Attempt):
             self.stage = "tools/list" if pages == 1 else f"tools/list (page {pages})"
             params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
             result = (await session.send_request(types.ListToolsRequest(params=params), _Raw)).root
+            if pages == 1:
+                first = result.get("tools")
             size += _json_size(result)
             if size > limits.max_bytes:
                 raise PollError(
@@ -296,7 +325,7 @@ class Poll(Attempt):
                 )
             cursor = result.get("nextCursor")
             if cursor is None:
-                return tools, pages, size
+                return tools, pages, size, first
             if cursor in cursors:
                 raise PollError(
                     PollErrorKind.LIMIT,
