@@ -61,3 +61,15 @@ def _label(key: Any) -> str:
     if len(text) > 40:
         text = text[:40] + "…"
     return text.encode("ascii", "backslashreplace").decode("ascii")
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with every non-finite number (NaN, infinities) as its name in a string, so it can be
+    sent as strict JSON: what a database filled before listings were checked may still hold."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return _number(value)
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(item) for item in value]
+    return value
