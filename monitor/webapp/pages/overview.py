@@ -9,15 +9,22 @@ from monitor.core.states import ServerStatus
 from monitor.store import queries
 from monitor.store.records import SEVERITIES
 from monitor.webapp.deps import ReadSession, require_viewer
-from monitor.webapp.pages.params import severity_param
+from monitor.webapp.pages.params import number_param, severity_param
 from monitor.webapp.pages.rendering import render
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_viewer)])
 
 
+SERVERS_PER_PAGE = 200
+"""Servers in one page of the overview's table: ten thousand servers must not make a 5 MB page."""
+
+
 @router.get("/", response_class=HTMLResponse)
-def overview(request: Request, session: ReadSession, min_severity: str | None = None) -> HTMLResponse:
+def overview(
+    request: Request, session: ReadSession, min_severity: str | None = None, page: str | None = None
+) -> HTMLResponse:
     severity = severity_param(min_severity)
+    number = number_param(page, "page") or 1
     servers = queries.list_servers(session)
     changes = queries.list_changes(session, min_severity=severity, limit=50)
     states = queries.alert_state_counts(session)
@@ -29,7 +36,11 @@ def overview(request: Request, session: ReadSession, min_severity: str | None = 
         session,
         "overview.html",
         nav="overview",
-        servers=servers,
+        servers=servers[(number - 1) * SERVERS_PER_PAGE : number * SERVERS_PER_PAGE],
+        server_total=len(servers),
+        page=number,
+        pages=max(1, -(-len(servers) // SERVERS_PER_PAGE)),
+        first_shown=(number - 1) * SERVERS_PER_PAGE + 1,
         changes=changes,
         min_severity=severity.value if severity else "",
         totals={sev: sum(s.open_alerts.get(sev, 0) for s in servers) for sev in SEVERITIES},

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 
 from monitor.core.states import AlertState
 from monitor.core.text import make_visible
@@ -72,6 +73,19 @@ def diff_page(request: Request, server: TheServer, session: ReadSession) -> HTML
         tools=[tool_diff_view(t) for t in diff.tools],
         choices=queries.list_snapshots(session, server.id, limit=500),
     )
+
+
+@router.get("/servers/{name}/definitions/{fingerprint}")
+def raw_definition(server: TheServer, fingerprint: str, session: ReadSession) -> Response:
+    """One stored tool definition as raw JSON, by its content address: where a page that collapsed a
+    large definition links to."""
+    definition = queries.server_definition(session, server.id, fingerprint) if fingerprint.isalnum() else None
+    if definition is None:
+        raise HTTPException(
+            404, f"server {server.name!r} never listed a tool definition {fingerprint[:64]!r}"
+        )
+    body = json.dumps(definition, ensure_ascii=True, indent=2, sort_keys=True)
+    return Response(body, media_type="application/json", headers={"Content-Disposition": "inline"})
 
 
 @router.get("/servers/{name}/tool", response_class=HTMLResponse)
