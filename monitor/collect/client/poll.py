@@ -14,8 +14,10 @@ message is a single readable line without secrets.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+import weakref
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from typing import Any
@@ -71,6 +73,7 @@ class Poll(Attempt):
         """Cancelled when the transport delivers something that is not JSON-RPC."""
         self.stream_error: Exception | None = None
         self.discover_refusal = ""
+        self.large_turn: asyncio.Semaphore | None = None
 
     async def run(self) -> FetchedListing:
         failure: Exception | None = None
@@ -79,6 +82,8 @@ class Poll(Attempt):
                 await self._connect_and_list()
             except Exception as exc:
                 failure = exc
+            finally:
+                self._end_large_answer()
         if self.listing is not None:
             # Complete before anything went wrong: a failure while shutting down changes nothing.
             return self.listing
@@ -90,6 +95,7 @@ class Poll(Attempt):
             with self.abort:
                 era, server_info, capabilities = await self._negotiate(session)
                 tools, pages, size = await self._list(session)
+            self._end_large_answer()
             if self.stream_error is not None:
                 raise stream_error(self.stream_error)
             assert self.version is not None
@@ -181,7 +187,22 @@ class Poll(Attempt):
             self.http_status = status_line(response) if response.status_code >= 400 else None
             if media_type(response) != "text/event-stream":  # SSE is bounded per event by max_sse_event_size
                 assert isinstance(response.stream, httpx2.AsyncByteStream)
-                response.stream = CappedBody(response.stream, 2 * self.limits.max_bytes, self._too_big)
+                response.stream = CappedBody(
+                    response.stream, 2 * self.limits.max_bytes, self._too_big, self._large_answer
+                )
+
+    async def _large_answer(self) -> None:
+        """Take the process's large-answer turn (held until the listing is read or the poll ends), so
+        concurrent polls of huge listings are parsed one at a time and memory stays bounded."""
+        if self.large_turn is None:
+            turn = _large_answer_turns()
+            await turn.acquire()
+            self.large_turn = turn
+
+    def _end_large_answer(self) -> None:
+        if self.large_turn is not None:
+            self.large_turn.release()
+            self.large_turn = None
 
     def _too_big(self, cap: int) -> None:
         if self.oversized is None:
@@ -334,6 +355,18 @@ class Poll(Attempt):
             cursors.add(cursor)
 
 
+_TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def _large_answer_turns() -> asyncio.Semaphore:
+    """The running loop's one turn for large answers."""
+    loop = asyncio.get_running_loop()
+    turns = _TURNS.get(loop)
+    if turns is None:
+        turns = _TURNS[loop] = asyncio.Semaphore(1)
+    return turns
+
+
 def _advertises_list_changed(capabilities: Mapping[str, Any]) -> bool:
     tools = capabilities.get("tools")
     return isinstance(tools, Mapping) and tools.get("listChanged") is True
@@ -349,5 +382,13 @@ def _supported_versions(error: MCPError) -> list[str] | None:
         return None
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def _json_size(value: Any) -> int:
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+    """Compact-JSON size in UTF-8, counted chunk by chunk: a 20 MB answer is not copied twice more
+    (as one string, then as its bytes) just to be measured."""
+    return sum(
+        len(chunk) if chunk.isascii() else len(chunk.encode("utf-8", "surrogatepass"))
+        for chunk in _COMPACT.iterencode(value)
+    )
