@@ -85,9 +85,11 @@ class Poller:
         metas = {tool["name"]: tool[META_KEY] for tool in fetched.tools if META_KEY in tool}
         try:
             return await self._record_success(job, fetched, listing, metas, started, clock)
-        except SQLAlchemyError as exc:
-            # The database refused the listing (a value one of them cannot hold): the poll is still a
-            # recorded outcome, counted towards server-unreachable and shown on the server's page.
+        except (SQLAlchemyError, ValueError, RecursionError) as exc:
+            # The database refused the listing (a value one of them cannot hold), or recording it
+            # failed on what the server sent: the poll is still a recorded outcome, counted towards
+            # server-unreachable and shown on the server's page. (A database that is down fails this
+            # write too, and the error goes to the scheduler's log.)
             return await self._failure(
                 job, PollErrorKind.STORAGE, refusal_message(exc, job.target), started, clock
             )

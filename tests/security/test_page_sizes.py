@@ -18,6 +18,8 @@ from support import record_poll, tool
 from support.world import AUTH, make_app
 
 from monitor.config import ServerConfig
+from monitor.core.diff import diff_listings
+from monitor.core.rules.content import SCHEMA_ROWS_KEPT
 from monitor.store import Store
 from monitor.webapp.pages.overview import SERVERS_PER_PAGE
 
@@ -78,3 +80,21 @@ def test_the_overview_is_paged(store: Store, monkeypatch: pytest.MonkeyPatch) ->
         assert f"of {count}" in text
     assert rows == [f"s{i:05d}" for i in range(count)]
     assert client.get("/?page=x").status_code == 422
+
+
+def test_a_finding_keeps_a_bounded_number_of_schema_rows() -> None:
+    (finding,) = diff_listings([huge("string")], [huge("integer")]).findings
+    assert finding.rule == "input-schema-changed"
+    assert len(finding.detail["schema_diff"]) == SCHEMA_ROWS_KEPT
+    assert finding.detail["schema_diff_omitted"] == 20_000 - SCHEMA_ROWS_KEPT
+
+
+@pytest.mark.parametrize(
+    ("old", "new"), [(True, 1), (1, 1.0), (0, False), ([1], [True]), ({"a": 1}, {"a": 1.0})]
+)
+def test_schema_values_python_confuses_are_still_changes(old: Any, new: Any) -> None:
+    def listing(default: Any) -> list[dict[str, Any]]:
+        return [tool("t", input_schema={"type": "object", "default": default})]
+
+    rules = [finding.rule for finding in diff_listings(listing(old), listing(new)).findings]
+    assert rules == ["input-schema-changed"]
