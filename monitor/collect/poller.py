@@ -103,10 +103,15 @@ class Poller:
         started: datetime,
         clock: float,
     ) -> PollOutcome:
+        try:
+            prepared = await asyncio.to_thread(self.store.prepare_diff, job.server_id, listing)
+        except (SQLAlchemyError, ValueError, RecursionError):
+            prepared = None  # the writer computes the diff itself, and records what goes wrong
         return await self._write(
             self.store.record_success,
             job.server_id,
             listing,
+            prepared=prepared,
             started_at=started,
             finished_at=_after(started, clock),
             pages=fetched.pages,

@@ -73,6 +73,14 @@ class RecordedPoll:
         return self.snapshot is not None
 
 
+@dataclass(frozen=True)
+class PreparedDiff:
+    """Findings computed before the poll's transaction, against the version that was current then."""
+
+    from_fingerprint: str
+    findings: list[Finding]
+
+
 class PollHook(Protocol):
     """Work that must commit with the poll that caused it (alerts and their outbox rows, leases)."""
 
@@ -143,8 +151,13 @@ class Store:
         capabilities: dict[str, Any],
         list_changed_advertised: bool,
         metas: dict[str, Any] | None = None,
+        prepared: PreparedDiff | None = None,
     ) -> PollOutcome:
-        """Store a successful poll: a new version only when the listing changed."""
+        """Store a successful poll: a new version only when the listing changed.
+
+        `prepared` (from `prepare_diff`) spares the transaction the diff when the server's current
+        version is still the one it was computed against; otherwise the diff is computed here.
+        """
         with self.sessions.begin() as session:
             server = _lock_server(session, server_id)
             previous = session.execute(
@@ -191,7 +204,10 @@ class Store:
                     server.watch_connected_since, server.last_notification_at, list_changed_advertised
                 )
                 announced = servers.announced(watch, before.last_seen)
-                findings = _diff_against(session, before.listing_id, listing)
+                if prepared is not None and prepared.from_fingerprint == previous[1]:
+                    findings = list(prepared.findings)
+                else:
+                    findings = _diff_against(session, before.listing_id, listing)
                 silent = servers.listing_changed_silently(
                     server.name, snapshot.version, watch, before.last_seen
                 )
@@ -228,6 +244,21 @@ class Store:
                 new_version=new_version,
                 findings=findings,
             )
+
+    def prepare_diff(self, server_id: int, listing: CanonicalListing) -> PreparedDiff | None:
+        """The findings from the server's current version to `listing`, or None when it is unchanged
+        or the first. Read-only and outside the writer: a large diff delays no other server's record."""
+        with self.sessions() as session:
+            previous = session.execute(
+                select(Snapshot.listing_id, Listing.fingerprint)
+                .join(Listing, Snapshot.listing_id == Listing.id)
+                .where(Snapshot.server_id == server_id)
+                .order_by(Snapshot.version.desc())
+                .limit(1)
+            ).first()
+            if previous is None or previous[1] == listing.fingerprint:
+                return None
+            return PreparedDiff(previous[1], _diff_against(session, previous[0], listing))
 
     def record_failure(
         self, server_id: int, kind: str, message: str, *, started_at: datetime, finished_at: datetime

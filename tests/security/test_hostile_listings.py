@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from support import server_command, tool
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
-from monitor.store import PollOutcome, Store
+from monitor.store import PollOutcome, Store, polls
 from monitor.store.models import FindingRecord, PollAttempt, Server, Snapshot, ToolDefinition
 from monitor.store.polls import RecordedPoll
 
@@ -183,3 +184,30 @@ def test_a_listing_torn_between_pages_is_read_again_from_the_first_page(store: S
     assert names == ["b", "c", "d"], (
         "the listing as it stands, not page 1 of one version and page 2 of the next"
     )
+
+
+def test_a_large_diff_is_computed_off_the_writer_thread(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads: list[str] = []
+    real = polls._diff_against
+
+    def watched(*args: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return real(*args)
+
+    monkeypatch.setattr(polls, "_diff_against", watched)
+    listing = tmp_path / "tools.json"
+
+    def schema(kind: str) -> str:
+        properties = {f"f{i:05d}": {"type": kind} for i in range(5_000)}
+        return json.dumps(
+            {"tools": [tool("bulk", input_schema={"type": "object", "properties": properties})]}
+        )
+
+    listing.write_text(schema("string"), encoding="utf-8")
+    poll(poller_for(store, listing))
+    listing.write_text(schema("integer"), encoding="utf-8")
+    outcome = poll(poller_for(store, listing))
+    assert [f.rule for f in outcome.findings] == ["input-schema-changed"]
+    assert threads and not any(name.startswith("drift-monitor-store") for name in threads), threads
