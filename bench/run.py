@@ -17,6 +17,7 @@ BENCHMARKS = [
     "bench_scale",
     "bench_latency",
     "bench_decisions",
+    "bench_refusals",
 ]
 
 

@@ -149,6 +149,12 @@ class MonitorSettings(BaseSettings):
     poll_interval: Duration = 60.0
     poll_timeout: Duration = 30.0
     poll_concurrency: int = Field(default=32, ge=1, le=1024)
+    suspect_poll_concurrency: int = Field(default=32, ge=1, le=1024)
+    """Concurrent polls of servers not known to answer (never polled, or failing), a budget apart from
+    `poll_concurrency`: servers that hang until their timeout cannot delay the ones that answer."""
+    list_changed_min_gap: Duration = 5.0
+    """Shortest time between two polls of one server that list-changed notifications cause: a storm
+    of notifications is one pending re-poll, taken at most this often."""
     max_pages: int = Field(default=100, ge=1)
     max_listing_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     max_tools: int = Field(default=10_000, ge=1)

@@ -16,7 +16,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, ParamSpec
 
-from monitor.collect.client import Limits, PollError, Target, fetch_listing
+from sqlalchemy.exc import SQLAlchemyError
+
+from monitor.collect.client import FetchedListing, Limits, PollError, Target, fetch_listing
+from monitor.collect.guard import guard_listing, refusal_message
 from monitor.collect.observe import observe_poll
 from monitor.collect.targets import limits_for, target_for
 from monitor.config import Config
@@ -86,7 +89,7 @@ class Poller:
     async def _poll_and_record(self, job: Job, clock: float) -> PollOutcome:
         started = datetime.now(UTC)
         try:
-            fetched = await fetch_listing(job.target, job.limits)
+            fetched = guard_listing(job.target, await fetch_listing(job.target, job.limits)).listing
         except PollError as exc:
             return await self._failure(job, exc.kind, exc.message, started, clock)
         try:
@@ -96,10 +99,37 @@ class Poller:
             raw = raw_payload(fetched.tools)
             return await self._failure(job, PollErrorKind.MALFORMED, message, started, clock, raw)
         views, view_errors = await self._views(job)
-        outcome = await self._write(
+        try:
+            outcome = await self._record_success(job, fetched, listing, views, started, clock)
+        except (SQLAlchemyError, ValueError, RecursionError) as exc:
+            # The database refused the listing (a value one of them cannot hold), or recording it
+            # failed on what the server sent: the poll is still a recorded outcome, counted towards
+            # server-unreachable and shown on the server's page. (A database that is down fails this
+            # write too, and the error goes to the scheduler's log.)
+            return await self._failure(
+                job, PollErrorKind.STORAGE, refusal_message(exc, job.target), started, clock
+            )
+        outcome.view_errors = view_errors
+        return outcome
+
+    async def _record_success(
+        self,
+        job: Job,
+        fetched: FetchedListing,
+        listing: CanonicalListing,
+        views: list[View],
+        started: datetime,
+        clock: float,
+    ) -> PollOutcome:
+        try:
+            prepared = await asyncio.to_thread(self.store.prepare_diff, job.server_id, listing)
+        except (SQLAlchemyError, ValueError, RecursionError):
+            prepared = None  # the writer computes the diff itself, and records what goes wrong
+        return await self._write(
             self.store.record_success,
             job.server_id,
             listing,
+            prepared=prepared,
             started_at=started,
             finished_at=_after(started, clock),
             pages=fetched.pages,
@@ -113,8 +143,6 @@ class Poller:
             views=views,
             cache=CacheHints(fetched.ttl_ms, fetched.cache_scope, fetched.refetches),
         )
-        outcome.view_errors = view_errors
-        return outcome
 
     async def _views(self, job: Job) -> tuple[list[View], dict[str, str]]:
         """The server's further client profiles, polled concurrently, each as its own view; a view

@@ -91,8 +91,8 @@ class WatchManager:
             delay = min(delay * 2, BACKOFF_CAP)
 
     def _notified(self, server_id: int) -> None:
-        self._mark(server_id, last_notification_at=datetime.now(UTC))
-        self.scheduler.poll_soon(server_id)
+        """One write for the notification and its re-poll; none while a re-poll is already pending."""
+        self.scheduler.poll_soon(server_id, last_notification_at=datetime.now(UTC))
 
     def _mark(self, server_id: int, **values: datetime | None) -> None:
         with self.store.sessions.begin() as session:

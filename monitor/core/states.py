@@ -35,6 +35,8 @@ class PollErrorKind(enum.StrEnum):
     SERVER_ERROR = "server-error"
     PROCESS_EXIT = "process-exit"
     MALFORMED = "malformed"
+    STORAGE = "storage"
+    """The database refused to store what the server sent: recorded as a failed poll, never dropped."""
 
 
 class ServerStatus(enum.StrEnum):

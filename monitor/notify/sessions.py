@@ -9,6 +9,8 @@ listing's `ttlMs` if longer, with the severity of the worst change the session m
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -286,14 +288,40 @@ def _listing_tools(session: Session, listing_id: int) -> list[dict[str, Any]]:
     )
 
 
-def missed_changes(session: Session, held: str, current_listing_id: int) -> list[Finding] | None:
-    """What a session holding listing `held` misses, or None when the monitor never saw that listing."""
+MISSED_CACHE_SIZE = 256
+"""Listing pairs whose diff the session checker keeps: a session that holds an old listing for days
+is re-checked every interval, and listings are content-addressed, so their diff never changes."""
+
+_missed: OrderedDict[tuple[str, str], list[Finding]] = OrderedDict()
+_missed_lock = threading.Lock()
+
+
+def missed_changes(
+    session: Session, held: str, current_listing_id: int, current: str | None = None
+) -> list[Finding] | None:
+    """What a session holding listing `held` misses, or None when the monitor never saw that listing.
+
+    Diffed once per pair of listings (by fingerprint, `current` when the caller knows it) and then
+    answered from a bounded cache, so a stale session costs one diff, not one per check.
+    """
+    key = (held, current) if current is not None else None
+    if key is not None:
+        with _missed_lock:
+            if key in _missed:
+                _missed.move_to_end(key)
+                return list(_missed[key])
     old_id = session.scalar(select(Listing.id).where(Listing.fingerprint == held))
     if old_id is None:
         return None
-    return diff_listings(
+    findings = diff_listings(
         _listing_tools(session, old_id), _listing_tools(session, current_listing_id)
     ).findings
+    if key is not None:
+        with _missed_lock:
+            _missed[key] = findings
+            while len(_missed) > MISSED_CACHE_SIZE:
+                _missed.popitem(last=False)
+    return list(findings)
 
 
 def check_sessions(
@@ -329,7 +357,11 @@ def check_sessions(
         current = currents.of(server, host)
         since = _stale_since(host, current)
         lagging = since is not None and current is not None and now - since > current.grace
-        missed = missed_changes(session, host.fingerprint, current.listing_id) if lagging and current else []
+        missed = (
+            missed_changes(session, host.fingerprint, current.listing_id, current.fingerprint)
+            if lagging and current
+            else []
+        )
         if missed != []:  # a list of what it missed, or None: a listing the monitor never saw
             stale = rules.session_stale(server.name, host.session_id, host.client, missed)
             policy.raise_standing(session, server, stale, session_id=host.session_id, now=now)

@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import (
-    JSON,
     BigInteger,
     Boolean,
     DateTime,
@@ -26,10 +25,12 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-JSONValue = JSON().with_variant(JSONB(), "postgresql")
+from monitor.store.columns import SafeText, StoredJSON
+
+JSONValue = StoredJSON()
+"""JSON on SQLite, jsonb on PostgreSQL; a NUL character survives both (see `columns`)."""
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -127,7 +128,7 @@ class ToolDefinition(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
-    name: Mapped[str] = mapped_column(Text)
+    name: Mapped[str] = mapped_column(SafeText)
     definition: Mapped[dict[str, Any]]
 
     __table_args__ = (Index("ix_tool_definitions_name", "name"),)
@@ -195,11 +196,11 @@ class FindingRecord(Base):
     rule: Mapped[str] = mapped_column(String(64))
     severity: Mapped[str] = mapped_column(String(10))
     severity_rank: Mapped[int]
-    tool: Mapped[str | None] = mapped_column(Text)
-    field: Mapped[str | None] = mapped_column(Text)
+    tool: Mapped[str | None] = mapped_column(SafeText)
+    field: Mapped[str | None] = mapped_column(SafeText)
     old: Mapped[Any | None]
     new: Mapped[Any | None]
-    message: Mapped[str] = mapped_column(Text)
+    message: Mapped[str] = mapped_column(SafeText)
     detail: Mapped[Any | None]
     silence_id: Mapped[int | None]
     """The silence (`silences.id`; silences end, they are never deleted) that muted this finding when
@@ -246,13 +247,13 @@ class Alert(Base):
     rule: Mapped[str] = mapped_column(String(64))
     severity: Mapped[str] = mapped_column(String(10))
     severity_rank: Mapped[int]
-    tool: Mapped[str | None] = mapped_column(Text)
-    session_id: Mapped[str | None] = mapped_column(Text)
+    tool: Mapped[str | None] = mapped_column(SafeText)
+    session_id: Mapped[str | None] = mapped_column(SafeText)
     state: Mapped[str] = mapped_column(String(12))
     """open, acknowledged or resolved."""
-    open_key: Mapped[str | None] = mapped_column(Text, unique=True)
+    open_key: Mapped[str | None] = mapped_column(SafeText, unique=True)
     """`server_id/rule/sha256(tool, session)` while the alert is unresolved, NULL after: no alert storms."""
-    message: Mapped[str] = mapped_column(Text)
+    message: Mapped[str] = mapped_column(SafeText)
     opened_at: Mapped[datetime]
     last_seen_at: Mapped[datetime]
     acknowledged_at: Mapped[datetime | None]
@@ -325,7 +326,7 @@ class HostSession(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     server_id: Mapped[int] = mapped_column(ForeignKey("servers.id", ondelete="CASCADE"))
     session_id: Mapped[str] = mapped_column(String(200))
-    client: Mapped[str | None] = mapped_column(Text)
+    client: Mapped[str | None] = mapped_column(SafeText)
     connected_at: Mapped[datetime]
     last_heartbeat_at: Mapped[datetime]
     fingerprint: Mapped[str] = mapped_column(String(64))

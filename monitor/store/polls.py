@@ -91,6 +91,14 @@ class RecordedPoll:
         return self.snapshot is not None
 
 
+@dataclass(frozen=True)
+class PreparedDiff:
+    """Findings computed before the poll's transaction, against the version that was current then."""
+
+    from_fingerprint: str
+    findings: list[Finding]
+
+
 class PollHook(Protocol):
     """Work that must commit with the poll that caused it (alerts and their outbox rows, leases)."""
 
@@ -177,6 +185,7 @@ class Store:
         client: ClientProfile | None = None,
         views: Sequence[View] = (),
         cache: CacheHints | None = None,
+        prepared: PreparedDiff | None = None,
     ) -> PollOutcome:
         """Store a successful poll: a new version only when the listing changed.
 
@@ -184,6 +193,8 @@ class Store:
         with the errors, and raises `listing-invalid`: what hosts reject is exactly what to review.
         `client` is the profile the listing was polled as (its view is kept too); `views` the
         other profiles' listings, compared with it; `cache` the listing's 2026-07-28 caching hints.
+        `prepared` (from `prepare_diff`) spares the transaction the diff when the server's current
+        version is still the one it was computed against; otherwise the diff is computed here.
         """
         cache = cache or CacheHints()
         with self.sessions.begin() as session:
@@ -237,7 +248,10 @@ class Store:
                     shares_polled_instance=server.transport != "stdio",
                 )
                 announced = servers.announced(watch, before.last_seen)
-                findings = diff_against(session, before.listing_id, listing)
+                if prepared is not None and prepared.from_fingerprint == previous[1]:
+                    findings = list(prepared.findings)
+                else:
+                    findings = diff_against(session, before.listing_id, listing)
                 returns = returns_since(session, server_id, finished_at - self.flapping_window)
                 flapping = servers.listing_flapping(
                     server.name,
@@ -323,6 +337,21 @@ class Store:
             findings = [notifications_declined(server.name)] if declined else []
             records = store_findings(session, server_id, findings, now)
             self._run_hooks(session, RecordedPoll(server, now, records, listen_honored=honored))
+
+    def prepare_diff(self, server_id: int, listing: CanonicalListing) -> PreparedDiff | None:
+        """The findings from the server's current version to `listing`, or None when it is unchanged
+        or the first. Read-only and outside the writer: a large diff delays no other server's record."""
+        with self.sessions() as session:
+            previous = session.execute(
+                select(Snapshot.listing_id, Listing.fingerprint)
+                .join(Listing, Snapshot.listing_id == Listing.id)
+                .where(Snapshot.server_id == server_id)
+                .order_by(Snapshot.version.desc())
+                .limit(1)
+            ).first()
+            if previous is None or previous[1] == listing.fingerprint:
+                return None
+            return PreparedDiff(previous[1], diff_against(session, previous[0], listing))
 
     def record_failure(
         self,

@@ -14,11 +14,13 @@ message is a single readable line without secrets.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+import weakref
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -42,7 +44,7 @@ from pydantic import RootModel, ValidationError
 from monitor.collect.client.errors import Attempt, clip, stream_error, transport_failure, validation_summary
 from monitor.collect.client.http import CappedBody, EventHooks, media_type, new_client, status_line
 from monitor.collect.client.stdio import ResultsSeen
-from monitor.collect.client.target import Era, FetchedListing, Limits, PollError, Target
+from monitor.collect.client.target import Era, FetchedListing, Limits, Listed, PollError, Target
 from monitor.core.hosts import HostPolicy
 from monitor.core.states import PollErrorKind, ServerOrigin
 
@@ -118,6 +120,7 @@ class Poll(Attempt):
         self.last_result: dict[str, Any] | None = None
         """The result of the newest JSON-RPC response read, as parsed, before any schema check."""
         self.invalid: list[str] = []
+        self.large_turn: asyncio.Semaphore | None = None
 
     async def run(self) -> FetchedListing:
         failure: Exception | None = None
@@ -126,6 +129,8 @@ class Poll(Attempt):
                 await self._connect_and_list()
             except Exception as exc:
                 failure = exc
+            finally:
+                self._end_large_answer()
         if self.listing is not None:
             # Complete before anything went wrong: a failure while shutting down changes nothing.
             return self.listing
@@ -137,6 +142,7 @@ class Poll(Attempt):
             with self.abort:
                 era, server_info, capabilities = await self._negotiate(session)
                 listed = await self._list_consistently(session)
+            self._end_large_answer()
             if self.stream_error is not None:
                 raise stream_error(self.stream_error)
             assert self.version is not None
@@ -239,7 +245,22 @@ class Poll(Attempt):
             self.http_status = status_line(response) if response.status_code >= 400 else None
             if media_type(response) != "text/event-stream":  # SSE is bounded per event by max_sse_event_size
                 assert isinstance(response.stream, httpx2.AsyncByteStream)
-                response.stream = CappedBody(response.stream, 2 * self.limits.max_bytes, self._too_big)
+                response.stream = CappedBody(
+                    response.stream, 2 * self.limits.max_bytes, self._too_big, self._large_answer
+                )
+
+    async def _large_answer(self) -> None:
+        """Take the process's large-answer turn (held until the listing is read or the poll ends), so
+        concurrent polls of huge listings are parsed one at a time and memory stays bounded."""
+        if self.large_turn is None:
+            turn = _large_answer_turns()
+            await turn.acquire()
+            self.large_turn = turn
+
+    def _end_large_answer(self) -> None:
+        if self.large_turn is not None:
+            self.large_turn.release()
+            self.large_turn = None
 
     def _too_big(self, cap: int) -> None:
         if self.oversized is None:
@@ -419,28 +440,16 @@ MAX_VALIDATION_ERRORS = 20
 """Schema violations recorded per listing; the count of the rest is kept."""
 
 
-@dataclass
-class Listed:
-    """One pass over every page of `tools/list`."""
+_TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    first_page: list[Any] = field(default_factory=list)
-    pages: int = 0
-    size: int = 0
-    ttl_ms: int | None = None
-    cache_scope: str | None = None
-    refetches: int = 0
 
-    def cache_hints(self, result: Mapping[str, Any]) -> None:
-        """`ttlMs` and `cacheScope` (2026-07-28). A host may keep each page for its TTL, so the
-        listing's is the longest; a malformed hint is ignored, as a host would ignore it."""
-        ttl = result.get("ttlMs")
-        if isinstance(ttl, int) and not isinstance(ttl, bool) and 0 <= ttl < 2**63:
-            self.ttl_ms = ttl if self.ttl_ms is None else max(self.ttl_ms, ttl)
-        scope = result.get("cacheScope")
-        if isinstance(scope, str) and scope in ("public", "private"):
-            # private wins: a listing any page of which is private is not to be shared
-            self.cache_scope = "private" if "private" in (scope, self.cache_scope) else scope
+def _large_answer_turns() -> asyncio.Semaphore:
+    """The running loop's one turn for large answers."""
+    loop = asyncio.get_running_loop()
+    turns = _TURNS.get(loop)
+    if turns is None:
+        turns = _TURNS[loop] = asyncio.Semaphore(1)
+    return turns
 
 
 def _advertises_list_changed(capabilities: Mapping[str, Any]) -> bool:
@@ -458,5 +467,13 @@ def _supported_versions(error: MCPError) -> list[str] | None:
         return None
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def _json_size(value: Any) -> int:
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+    """Compact-JSON size in UTF-8, counted chunk by chunk: a 20 MB answer is not copied twice more
+    (as one string, then as its bytes) just to be measured."""
+    return sum(
+        len(chunk) if chunk.isascii() else len(chunk.encode("utf-8", "surrogatepass"))
+        for chunk in _COMPACT.iterencode(value)
+    )

@@ -12,6 +12,10 @@ from monitor.core.states import PollErrorKind, ServerOrigin
 Era = Literal["handshake", "modern"]
 
 
+MIN_SECRET_LENGTH = 6
+"""Shorter header and env values are not scrubbed: they would mangle ordinary words and guard nothing."""
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
@@ -37,6 +41,13 @@ class Target:
     """Who the poll says it is (`clientInfo`) and what it declares it can do, in either era."""
     views: tuple[ClientProfile, ...] = ()
     """Further client profiles of the server, each polled after `client` and stored as its own view."""
+
+    def secret_values(self) -> list[str]:
+        """Every configured secret (header and env values, their words, expanded variables), longest
+        first; values shorter than `MIN_SECRET_LENGTH` are left out (scrubbing them would mangle words)."""
+        values = {*self.headers.values(), *(self.env or {}).values(), *self.secrets}
+        values |= {part for value in self.headers.values() for part in value.split()}
+        return sorted((v for v in values if len(v) >= MIN_SECRET_LENGTH), key=len, reverse=True)
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,30 @@ class FetchedListing:
     """`cacheScope`: `public`, or `private` when any page says so."""
     refetches: int = 0
     """How often the listing was fetched again from the start because its pages straddled a change."""
+
+
+@dataclass
+class Listed:
+    """One pass over every page of `tools/list`."""
+
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    first_page: list[Any] = field(default_factory=list)
+    pages: int = 0
+    size: int = 0
+    ttl_ms: int | None = None
+    cache_scope: str | None = None
+    refetches: int = 0
+
+    def cache_hints(self, result: Mapping[str, Any]) -> None:
+        """`ttlMs` and `cacheScope` (2026-07-28). A host may keep each page for its TTL, so the
+        listing's is the longest; a malformed hint is ignored, as a host would ignore it."""
+        ttl = result.get("ttlMs")
+        if isinstance(ttl, int) and not isinstance(ttl, bool) and 0 <= ttl < 2**63:
+            self.ttl_ms = ttl if self.ttl_ms is None else max(self.ttl_ms, ttl)
+        scope = result.get("cacheScope")
+        if isinstance(scope, str) and scope in ("public", "private"):
+            # private wins: a listing any page of which is private is not to be shared
+            self.cache_scope = "private" if "private" in (scope, self.cache_scope) else scope
 
 
 class PollError(Exception):

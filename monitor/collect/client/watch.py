@@ -100,6 +100,8 @@ class _Watch(Poll):
                 await self._connect_and_watch()
         except Exception as exc:
             failure = exc
+        finally:
+            self._end_large_answer()
         if self.callback_error is not None:
             raise self.callback_error
         if failure is not None or self.setup.cancel_called:  # a deadline that struck leaves no exception
@@ -110,6 +112,7 @@ class _Watch(Poll):
             session = await self._start(stack)
             with self.abort:
                 self.era, _, _ = await self._negotiate(session)
+                self._end_large_answer()  # a watch lives on: it must not keep the large-answer turn
                 if self.era == "modern":
                     await self._watch_listen(session)
                 else:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -148,8 +147,39 @@ def schema_diff(old: Any, new: Any, path: str = "") -> list[dict[str, Any]]:
 
 
 def _same_json(a: Any, b: Any) -> bool:
-    """JSON equality: Python's `==` conflates true with 1, which schemas keep apart."""
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    """JSON equality: Python's `==` conflates true with 1 (and 1 with 1.0), which schemas keep apart.
+
+    Compared in place, without serialising: rules compare whole schemas, which a server may make
+    megabytes large, and serialising both sides for every rule cost seconds on the writer's thread.
+    """
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, dict):
+            if x.keys() != y.keys():
+                return False
+            stack.extend((x[key], y[key]) for key in x)
+        elif isinstance(x, list):
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif x != y:
+            return False
+    return True
+
+
+SCHEMA_ROWS_KEPT = 500
+"""Most schema-change rows a finding keeps; the rest are counted (`schema_diff_omitted`). A hostile
+schema may change 100,000 properties at once, and every API response must stay a few MB."""
+
+
+def _schema_detail(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    detail: dict[str, Any] = {"schema_diff": rows[:SCHEMA_ROWS_KEPT]}
+    if len(rows) > SCHEMA_ROWS_KEPT:
+        detail["schema_diff_omitted"] = len(rows) - SCHEMA_ROWS_KEPT
+    return detail
 
 
 @rule(
@@ -177,7 +207,7 @@ def _input_schema_changed(change: ToolChange) -> Iterator[Finding]:
             old,
             new,
             f"The input schema of {change.label()} changed ({_summary(rows)}).",
-            detail={"schema_diff": rows},
+            detail=_schema_detail(rows),
         )
 
 
@@ -203,7 +233,7 @@ def _output_schema_changed(change: ToolChange) -> Iterator[Finding]:
             old,
             new,
             f"The output schema of {change.label()} changed ({_summary(rows)}).",
-            detail={"schema_diff": rows},
+            detail=_schema_detail(rows),
         )
 
 

@@ -182,6 +182,17 @@ class DiffView:
     """True when the findings are the ones recorded when the change was detected (adjacent versions)."""
 
 
+def server_definition(session: Session, server_id: int, fingerprint: str) -> dict[str, Any] | None:
+    """The tool definition with this content address, if a version of this server listed it."""
+    return session.scalar(
+        select(ToolDefinition.definition)
+        .join(ListingTool, ListingTool.tool_id == ToolDefinition.id)
+        .join(Snapshot, Snapshot.listing_id == ListingTool.listing_id)
+        .where(Snapshot.server_id == server_id, ToolDefinition.fingerprint == fingerprint)
+        .limit(1)
+    )
+
+
 def _members(session: Session, listing_id: int) -> dict[str, int]:
     """Tool name -> tool definition id of one listing: enough to see which tools changed."""
     return dict(

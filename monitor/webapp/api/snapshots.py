@@ -24,7 +24,7 @@ from monitor.webapp.api.schemas import (
     not_found,
     utc,
 )
-from monitor.webapp.deps import ReadSession, ServerName, db_safe, require_read, server_or_404
+from monitor.webapp.deps import ReadSession, ServerName, require_read, server_or_404, unicode_text
 
 router = APIRouter(
     prefix="/api/v1",
@@ -136,7 +136,22 @@ def snapshot_at(
 
 
 @router.get(
-    "/servers/{name}/tools/{tool:path}/history",
+    "/servers/{name}/tool-history",
+    summary="One tool's history, the tool named in the query: for names no URL path carries (`.`, `..`)",
+    responses=not_found("server or tool"),
+)
+def tool_history_by_query(
+    server: TheServer,
+    session: ReadSession,
+    tool: Annotated[str, Query(description="The tool's name")],
+    limit: Limit = 100,
+    before: IntCursor = None,
+) -> ToolHistory:
+    return tool_history(server, session, tool, limit, before)
+
+
+@router.get(
+    "/servers/{name}/tools/{tool:toolname}/history",
     summary="Each definition one tool had, newest first, with what changed at each step",
     responses=not_found("server or tool"),
 )
@@ -147,7 +162,7 @@ def tool_history(
     limit: Limit = 100,
     before: IntCursor = None,
 ) -> ToolHistory:
-    runs = queries.tool_history(session, server.id, tool) if db_safe(tool) else []
+    runs = queries.tool_history(session, server.id, tool) if unicode_text(tool) else []
     if not runs:
         raise HTTPException(404, f"server {server.name!r} never listed a tool named {make_visible(tool)!r}")
     newest_first = [r for r in reversed(runs) if before is None or r.from_version < before]

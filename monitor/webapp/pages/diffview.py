@@ -7,7 +7,7 @@ the effective values hosts act on, each marked declared or the specification's d
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.core.listing import HINT_DEFAULTS, annotations_of, effective_hints
@@ -90,6 +90,8 @@ class ToolDiffView:
     description: list[tuple[str, str]] | None
     schemas: list[tuple[str, list[dict[str, Any]]]]
     others: list[dict[str, Any]]
+    hidden_rows: dict[str, int] = field(default_factory=dict)
+    """Rows of each schema table (and "others") left out past `ROWS_SHOWN`."""
 
     @property
     def only(self) -> Mapping[str, Any] | None:
@@ -110,6 +112,10 @@ class ToolDiffView:
             return "removed"
         return "changed"
 
+
+ROWS_SHOWN = 200
+"""Most rows of one schema-change table a page shows; the rest are counted, and the whole definitions
+are a link away (a hostile schema may change 100,000 properties at once)."""
 
 _SHOWN_KEYS = frozenset(
     {"name", "title", "description", "annotations", "inputSchema", "outputSchema", "_meta"}
@@ -140,11 +146,13 @@ def tool_diff_view(change: ToolChangeView) -> ToolDiffView:
     ):
         description = _word_diff_of(change, old.get("description"), new.get("description"))
     schemas: list[tuple[str, list[dict[str, Any]]]] = []
+    hidden: dict[str, int] = {}
     if old is not None and new is not None:
         for key in ("inputSchema", "outputSchema"):
             rows = schema_diff(old.get(key), new.get(key))
             if rows:
-                schemas.append((key, rows))
+                schemas.append((key, rows[:ROWS_SHOWN]))
+                hidden[key] = len(rows) - len(rows[:ROWS_SHOWN])
         others = schema_diff(
             {k: v for k, v in old.items() if k not in _SHOWN_KEYS},
             {k: v for k, v in new.items() if k not in _SHOWN_KEYS},
@@ -153,9 +161,11 @@ def tool_diff_view(change: ToolChangeView) -> ToolDiffView:
         old_ann, new_ann = old.get("annotations"), new.get("annotations")
         if isinstance(old_ann, Mapping) != isinstance(new_ann, Mapping):
             others.append({"path": "annotations", "op": "changed", "old": old_ann, "new": new_ann})
+        hidden["others"] = max(0, len(others) - ROWS_SHOWN)
+        others = others[:ROWS_SHOWN]
     else:
         others = []
-    return ToolDiffView(change, hints, texts, description, schemas, others)
+    return ToolDiffView(change, hints, texts, description, schemas, others, hidden)
 
 
 def _title_field(tool: Mapping[str, Any] | None, path: str) -> Any:

@@ -13,11 +13,15 @@ from monitor.notify import sessions as host_sessions
 from monitor.store import queries
 from monitor.store.records import SEVERITIES
 from monitor.webapp.deps import ReadSession, Web, require_viewer
-from monitor.webapp.pages.params import severity_param
+from monitor.webapp.pages.params import number_param, severity_param
 from monitor.webapp.pages.refresh import auto_refresh
 from monitor.webapp.pages.rendering import render
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_viewer)])
+
+
+SERVERS_PER_PAGE = 200
+"""Servers in one page of the overview's table: ten thousand servers must not make a 5 MB page."""
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -27,10 +31,12 @@ def overview(
     session: ReadSession,
     min_severity: str | None = None,
     status: str | None = None,
+    page: str | None = None,
 ) -> HTMLResponse:
     severity = severity_param(min_severity)
     if status and status not in tuple(ServerStatus):
         raise HTTPException(422, f"status: expected one of {', '.join(ServerStatus)}")
+    number = number_param(page, "page") or 1
     fleet = queries.list_servers(session)
     changes = queries.list_changes(session, min_severity=severity, limit=50)
     alerts = queries.fleet_alert_counts(session)
@@ -48,7 +54,11 @@ def overview(
         nav="overview",
         refresh=auto_refresh(request),
         fleet_size=len(fleet),
-        servers=servers,
+        servers=servers[(number - 1) * SERVERS_PER_PAGE : number * SERVERS_PER_PAGE],
+        server_total=len(servers),
+        page=number,
+        pages=max(1, -(-len(servers) // SERVERS_PER_PAGE)),
+        first_shown=(number - 1) * SERVERS_PER_PAGE + 1,
         changes=changes,
         min_severity=severity.value if severity else "",
         status_filter=status or "",

@@ -25,6 +25,7 @@ from markupsafe import Markup, escape
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from monitor.core.fingerprint import tool_fingerprint
 from monitor.core.listing import annotations_of
 from monitor.core.states import AlertState
 from monitor.core.text import is_hidden, make_visible
@@ -122,6 +123,36 @@ def path_quote(value: str) -> str:
     return quote(value.encode("utf-8", "surrogatepass"), safe="")
 
 
+def tool_href(server: str, tool: str) -> str:
+    """The page of one tool. `.` and `..` are dot segments however they are encoded (`%2E` too), so
+    those two names go in the query instead of the path."""
+    if tool in (".", ".."):
+        return f"/servers/{path_quote(server)}/tool?tool={path_quote(tool)}"
+    return f"/servers/{path_quote(server)}/tools/{path_quote(tool)}"
+
+
+JSON_SHOWN = 64 * 1024
+"""Most characters of one JSON document (a definition, a schema) a page shows inline: a server may
+send a schema of 100,000 properties, and the page must stay readable and a few MB at most."""
+
+
+def json_block(value: Any, raw_href: str | None = None) -> Markup:
+    """A `<pre>` of pretty JSON; past `JSON_SHOWN`, its start, a size note and a link to the raw JSON."""
+    text = pretty_json(value)
+    if len(text) <= JSON_SHOWN:
+        return Markup('<pre class="json">{}</pre>').format(visible(text))
+    link = Markup(' <a href="{}">The whole document as JSON</a>.').format(raw_href) if raw_href else ""
+    note = Markup('<p class="muted size-note">Collapsed: {} characters, the first {} shown.{}</p>').format(
+        f"{len(text):,}", f"{JSON_SHOWN:,}", link
+    )
+    return Markup('<pre class="json">{}…</pre>{}').format(visible(text[:JSON_SHOWN]), note)
+
+
+def definition_href(server: str, definition: Mapping[str, Any]) -> str:
+    """Where a stored tool definition is served as raw JSON (by its content address)."""
+    return f"/servers/{path_quote(server)}/definitions/{tool_fingerprint(definition)}"
+
+
 def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
@@ -179,6 +210,7 @@ def make_environment(templates: Path) -> Environment:
         when=format_when,
         iso=iso,
         pathq=path_quote,
+        toolhref=tool_href,
         pretty=pretty_json,
         compact=compact_json,
         sevclass=severity_class,
@@ -190,6 +222,8 @@ def make_environment(templates: Path) -> Environment:
         sev=severity_badge,
         status=status_badge,
         fp=fingerprint_code,
+        json_block=json_block,
+        definition_href=definition_href,
     )
     return env
 

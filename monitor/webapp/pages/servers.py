@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse, PlainTextResponse
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
 from monitor.core.states import AlertState
 from monitor.core.text import make_visible
@@ -13,7 +14,14 @@ from monitor.store import approvals, queries
 from monitor.store.models import Server
 from monitor.store.records import SEVERITIES, ServerRecord, ToolVersionRecord
 from monitor.webapp.api.views import list_views
-from monitor.webapp.deps import ReadSession, Web, db_safe, page_server_or_404, require_viewer, signed_in
+from monitor.webapp.deps import (
+    ReadSession,
+    Web,
+    page_server_or_404,
+    require_viewer,
+    signed_in,
+    unicode_text,
+)
 from monitor.webapp.pages.approvals import resolvable_alerts, server_approvals
 from monitor.webapp.pages.diffview import ToolDiffView, hint_badges, tool_diff_view
 from monitor.webapp.pages.params import number_param
@@ -84,9 +92,30 @@ def diff_page(request: Request, web: Web, server: TheServer, session: ReadSessio
     )
 
 
-@router.get("/servers/{name}/tools/{tool:path}", response_class=HTMLResponse)
+@router.get("/servers/{name}/definitions/{fingerprint}")
+def raw_definition(server: TheServer, fingerprint: str, session: ReadSession) -> Response:
+    """One stored tool definition as raw JSON, by its content address: where a page that collapsed a
+    large definition links to."""
+    definition = queries.server_definition(session, server.id, fingerprint) if fingerprint.isalnum() else None
+    if definition is None:
+        raise HTTPException(
+            404, f"server {server.name!r} never listed a tool definition {fingerprint[:64]!r}"
+        )
+    body = json.dumps(definition, ensure_ascii=True, indent=2, sort_keys=True)
+    return Response(body, media_type="application/json", headers={"Content-Disposition": "inline"})
+
+
+@router.get("/servers/{name}/tool", response_class=HTMLResponse)
+def tool_page_by_query(
+    request: Request, server: TheServer, session: ReadSession, tool: Annotated[str, Query()]
+) -> HTMLResponse:
+    """The tool page for a name no URL path carries (`.` and `..` are dot segments however encoded)."""
+    return tool_page(request, server, tool, session)
+
+
+@router.get("/servers/{name}/tools/{tool:toolname}", response_class=HTMLResponse)
 def tool_page(request: Request, server: TheServer, tool: str, session: ReadSession) -> HTMLResponse:
-    runs = queries.tool_history(session, server.id, tool) if db_safe(tool) else []
+    runs = queries.tool_history(session, server.id, tool) if unicode_text(tool) else []
     if not runs:
         raise HTTPException(404, f"server {server.name!r} never listed a tool named {make_visible(tool)!r}")
     steps: list[tuple[ToolVersionRecord, ToolDiffView | None]] = []
