@@ -89,12 +89,17 @@ def test_a_finding_keeps_a_bounded_number_of_schema_rows() -> None:
     assert finding.detail["schema_diff_omitted"] == 20_000 - SCHEMA_ROWS_KEPT
 
 
-@pytest.mark.parametrize(
-    ("old", "new"), [(True, 1), (1, 1.0), (0, False), ([1], [True]), ({"a": 1}, {"a": 1.0})]
-)
-def test_schema_values_python_confuses_are_still_changes(old: Any, new: Any) -> None:
-    def listing(default: Any) -> list[dict[str, Any]]:
-        return [tool("t", input_schema={"type": "object", "default": default})]
+def _with_default(default: Any) -> list[dict[str, Any]]:
+    return [tool("t", input_schema={"type": "object", "default": default})]
 
-    rules = [finding.rule for finding in diff_listings(listing(old), listing(new)).findings]
+
+@pytest.mark.parametrize(("old", "new"), [(True, 1), (0, False), ([1], [True])])
+def test_schema_values_python_confuses_are_still_changes(old: Any, new: Any) -> None:
+    rules = [finding.rule for finding in diff_listings(_with_default(old), _with_default(new)).findings]
     assert rules == ["input-schema-changed"]
+
+
+@pytest.mark.parametrize(("old", "new"), [(1, 1.0), ({"a": 1}, {"a": 1.0})])
+def test_numbers_json_cannot_tell_apart_are_no_change(old: Any, new: Any) -> None:
+    """`1` and `1.0` are one JSON number (RFC 8785, fingerprint v2): no host can see a difference."""
+    assert diff_listings(_with_default(old), _with_default(new)).findings == []
