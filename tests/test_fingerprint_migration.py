@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from alembic import command
-from sqlalchemy import Engine, MetaData, func, insert, select
+from sqlalchemy import Engine, MetaData, func, insert, inspect, select
 from support.polls import record_poll
 
 from monitor.core.fingerprint import fingerprint, tool_fingerprint
@@ -163,6 +163,7 @@ def test_upgrade_of_an_empty_database_of_the_previous_release(database_url: str)
         with engine.begin() as connection:
             config.attributes["connection"] = connection
             command.upgrade(config, "0003")
-        assert migrate(engine) == "0012"
+        migrate(engine)  # 0012 and whatever follows it
+        assert "client_views" in inspect(engine).get_table_names()
     finally:
         engine.dispose()
