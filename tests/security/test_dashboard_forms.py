@@ -27,6 +27,7 @@ from support import faulty_http, server_command
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
+from monitor.core.fingerprint import tool_fingerprint
 from monitor.notify.alerts import Alerting
 from monitor.store import Store
 from monitor.store.models import Alert
@@ -145,7 +146,13 @@ def page_urls(world: World) -> dict[str, list[str]]:
         "/": ["/", "/?min_severity=info"],
         "/servers/{name}": ["/servers/hostile", "/servers/html-error"],
         "/servers/{name}/diff": ["/servers/hostile/diff", "/servers/hostile/diff?from=1&to=2"],
-        "/servers/{name}/tools/{tool:path}": tools,
+        "/servers/{name}/tools/{tool:toolname}": tools,
+        "/servers/{name}/tool": [
+            f"/servers/hostile/tool?tool={quote(name, safe='')}" for name in world.tool_names
+        ],
+        "/servers/{name}/definitions/{fingerprint}": [
+            f"/servers/hostile/definitions/{tool_fingerprint(definition)}" for definition in hostile_tools(2)
+        ],
         "/alerts": [f"/alerts?state={s}" for s in ("open", "acknowledged", "resolved", "all")],
         "/sessions": ["/sessions", "/sessions?stale=1"],
         "/at": [
