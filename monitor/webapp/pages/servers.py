@@ -102,7 +102,7 @@ def raw_definition(server: TheServer, fingerprint: str, session: ReadSession) ->
             404, f"server {server.name!r} never listed a tool definition {fingerprint[:64]!r}"
         )
     body = json.dumps(definition, ensure_ascii=True, indent=2, sort_keys=True)
-    # Markup characters as JSON escapes: the same value, and nothing a browser could read as HTML.
+    # Valid JSON that no browser could read as markup, even one that ignores the content type.
     body = body.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return Response(body, media_type="application/json", headers={"Content-Disposition": "inline"})
 
