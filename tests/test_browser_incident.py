@@ -105,7 +105,7 @@ def test_alerts_worst_first_filters_and_acknowledged_stay_visible(
         )
     ]
     assert listed == sorted(listed, key=lambda r: (-r[0], -r[1]))  # worst first, then newest
-    assert listed[0][0] == 4 and len(listed) == 13  # every unresolved alert, acknowledged included
+    assert listed[0][0] == 4 and len(listed) == 16  # every unresolved alert, acknowledged included
     assert overflows(page) == 0, "the alerts table is wider than a 1440 px screen"
     acked = rows(page).filter(has=page.get_by_role("link", name=f"Alert {incident.acknowledged}", exact=True))
     assert "acknowledged" in acked.locator("td[data-label=State]").inner_text()

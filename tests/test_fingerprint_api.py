@@ -70,8 +70,8 @@ def test_a_tools_list_result_names_the_version_it_is(client: TestClient, world: 
 @pytest.mark.parametrize(
     ("raw", "says"),
     [
-        ('{"tools": [{"name": "a\\ud800"}]}', "tools[0].name: string holds a lone surrogate"),
-        ('{"tools": [{"name": "a", "x": NaN}]}', "tools[0].x: nan is not a JSON number"),
+        ('{"tools": [{"name": "a\\ud800"}]}', "tools[0].name: a string holds a lone surrogate"),
+        ('{"tools": [{"name": "a", "x": NaN}]}', "tools[0].x: NaN is not a JSON number"),
         ('{"tools": [{"name": "a"}, {"name": "a"}]}', "duplicate tool name 'a'"),
         ('{"tools": [{"title": "no name"}]}', "tool has no string 'name'"),
     ],
@@ -104,7 +104,9 @@ def test_a_listing_that_is_not_i_json_is_malformed_and_kept_for_review(
     finally:
         poller.close()
     assert [o.error_kind for o in outcomes] == ["malformed", "malformed"]
-    assert outcomes[0].error == "tools[1].inputSchema.maximum: nan is not a JSON number"
+    assert outcomes[0].error == (
+        "not I-JSON: tools[1].inputSchema.maximum: NaN is not a JSON number (NaN, infinite or out of range)"
+    )
     with store.sessions() as session:
         kept = session.scalars(
             select(PollAttempt.raw_payload).where(PollAttempt.raw_payload.is_not(None))

@@ -351,15 +351,15 @@ class Approval(Base):
     server_id: Mapped[int] = mapped_column(ForeignKey("servers.id", ondelete="CASCADE"))
     action: Mapped[str] = mapped_column(String(10))
     """approve, revoke or mode."""
-    tool: Mapped[str | None] = mapped_column(Text)
+    tool: Mapped[str | None] = mapped_column(SafeText)
     version: Mapped[int | None]
     """The server version whose definition of the tool was approved."""
     definition_fingerprint: Mapped[str | None] = mapped_column(String(64))
     """The approved definition (a `tool_definitions` fingerprint)."""
     mode: Mapped[str | None] = mapped_column(String(10))
     """For a mode event: the new mode."""
-    actor: Mapped[str] = mapped_column(Text)
-    note: Mapped[str] = mapped_column(Text)
+    actor: Mapped[str] = mapped_column(SafeText)
+    note: Mapped[str] = mapped_column(SafeText)
     created_at: Mapped[datetime]
 
     __table_args__ = (Index("ix_approvals_server_id_tool_id", "server_id", "tool", "id"),)
@@ -372,18 +372,18 @@ class DecisionRecord(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     server_id: Mapped[int] = mapped_column(ForeignKey("servers.id", ondelete="CASCADE"))
-    tool: Mapped[str] = mapped_column(Text)
+    tool: Mapped[str] = mapped_column(SafeText)
     decided_at: Mapped[datetime]
     decision: Mapped[str] = mapped_column(String(5))
     reason_code: Mapped[str] = mapped_column(String(40))
-    reason: Mapped[str] = mapped_column(Text)
+    reason: Mapped[str] = mapped_column(SafeText)
     rule: Mapped[str | None] = mapped_column(String(64))
     severity: Mapped[str | None] = mapped_column(String(10))
     approved_version: Mapped[int | None]
     current_version: Mapped[int | None]
     stale_listing: Mapped[bool] = mapped_column(Boolean)
     session_id: Mapped[str | None] = mapped_column(String(200))
-    client: Mapped[str | None] = mapped_column(Text)
+    client: Mapped[str | None] = mapped_column(SafeText)
 
     __table_args__ = (
         Index("ix_decisions_server_id_id", "server_id", "id"),
@@ -402,11 +402,11 @@ class Silence(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     server: Mapped[str | None] = mapped_column(String(200))
-    tool: Mapped[str | None] = mapped_column(Text)
+    tool: Mapped[str | None] = mapped_column(SafeText)
     rule: Mapped[str | None] = mapped_column(String(64))
     ends_at: Mapped[datetime]
-    created_by: Mapped[str] = mapped_column(Text)
-    reason: Mapped[str] = mapped_column(Text)
+    created_by: Mapped[str] = mapped_column(SafeText)
+    reason: Mapped[str] = mapped_column(SafeText)
     created_at: Mapped[datetime]
 
     __table_args__ = (Index("ix_silences_ends_at", "ends_at"),)

@@ -25,7 +25,7 @@ from markupsafe import Markup, escape
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from monitor.core.fingerprint import tool_fingerprint
+from monitor.core.fingerprint import NotIJSONError, tool_fingerprint
 from monitor.core.listing import annotations_of
 from monitor.core.states import AlertState
 from monitor.core.text import is_hidden, make_visible
@@ -148,9 +148,13 @@ def json_block(value: Any, raw_href: str | None = None) -> Markup:
     return Markup('<pre class="json">{}…</pre>{}').format(visible(text[:JSON_SHOWN]), note)
 
 
-def definition_href(server: str, definition: Mapping[str, Any]) -> str:
-    """Where a stored tool definition is served as raw JSON (by its content address)."""
-    return f"/servers/{path_quote(server)}/definitions/{tool_fingerprint(definition)}"
+def definition_href(server: str, definition: Mapping[str, Any]) -> str | None:
+    """Where a stored tool definition is served as raw JSON (by its content address); None for one
+    the first release stored that has no v2 address (a lone surrogate SQLite kept)."""
+    try:
+        return f"/servers/{path_quote(server)}/definitions/{tool_fingerprint(definition)}"
+    except NotIJSONError:
+        return None
 
 
 def pretty_json(value: Any) -> str:
