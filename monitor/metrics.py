@@ -53,6 +53,12 @@ DELIVERIES = Counter(
     ["webhook", "outcome"],
     registry=REGISTRY,
 )
+DECISION_DURATION = Histogram(
+    "drift_monitor_decision_duration_seconds",
+    "Time this process took to reach a decision (allow, ask or deny), from request to verdict.",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+    registry=REGISTRY,
+)
 BUILD_INFO = Gauge(
     "drift_monitor_build_info",
     "Always 1; the labels say which drift-monitor and Python this process runs.",

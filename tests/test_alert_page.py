@@ -169,3 +169,28 @@ def test_an_acknowledged_critical_stays_on_the_overview_and_the_server_page(
     assert "tenants" in browser.get("/?min_severity=critical").text, "still among the critical servers"
     server = browser.get("/servers/tenants").text
     assert f'href="/alerts/{alert_id}"' in server and "acknowledged by dana" in server
+
+
+def test_approving_from_the_alert_page_resolves_it(alerted: Store, browser: TestClient) -> None:
+    """The alert page of a tool change offers approval of the tool as it now stands. Must hold: the
+    form approves that version of that tool and the alert resolves; a server-level alert has no form."""
+    with alerted.sessions() as session:
+        revoked = session.scalars(select(Alert.id).where(Alert.rule == "read-only-revoked")).one()
+        unreachable = session.scalars(select(Alert.id).where(Alert.rule == "server-unreachable")).one()
+    page = browser.get(f"/alerts/{revoked}").text
+    assert "Approve purge_tenant as in v2" in page
+    assert "/approve" not in browser.get(f"/alerts/{unreachable}").text
+    approved = browser.post(
+        "/servers/tenants/approve?tool=purge_tenant",
+        data={
+            "csrf_token": csrf_of(page),
+            "version": "2",
+            "from": "1",
+            "back": "diff",
+            "resolve_alerts": "on",
+        },
+    )
+    assert approved.status_code == 303, approved.text
+    with alerted.sessions() as session:
+        assert session.get_one(Alert, revoked).state == "resolved"
+        assert session.get_one(Alert, unreachable).state != "resolved"

@@ -247,9 +247,21 @@ def test_stale_listing_and_session_registration(tofu: Demo) -> None:
     assert session["fingerprint"] == current and session["current_fingerprint"] != current
 
 
+def _decisions_timed(metrics: str) -> float:
+    """How many decisions the process-wide latency histogram has seen."""
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(metrics)
+        if family.name == "drift_monitor_decision_duration_seconds"
+        for s in family.samples
+        if s.name == "drift_monitor_decision_duration_seconds_count"
+    )
+
+
 def test_non_allow_decisions_are_kept_and_counted(tofu: Demo, store: Store) -> None:
     tofu.poll(demo_tools())
     tofu.poll(demo_tools(lookup_read_only=False))
+    timed_before = _decisions_timed(tofu.client.get("/metrics").text)
     for _ in range(3):
         assert tofu.decide("lookup", session_id="s")["decision"] == "deny"
     assert tofu.decide("search")["decision"] == "allow"
@@ -266,6 +278,7 @@ def test_non_allow_decisions_are_kept_and_counted(tofu: Demo, store: Store) -> N
         if s.name == "drift_monitor_decisions_total"
     }
     assert samples == {("deny", "changed-since-approval"): 3.0, ("allow", "approved"): 1.0}
+    assert _decisions_timed(metrics) == timed_before + 4  # a cumulative latency histogram
 
 
 def test_approving_resolves_the_alerts_the_change_opened(tofu: Demo, store: Store) -> None:

@@ -18,6 +18,7 @@ from starlette.requests import HTTPConnection
 from monitor.config import Config
 from monitor.core.decisions import Verdict
 from monitor.core.states import DecisionKind
+from monitor.metrics import DECISION_DURATION
 from monitor.notify.approvals import DecisionRecorder, DecisionWrite, SessionBeats
 from monitor.store.decisions import DecisionView, ServerView
 from monitor.webapp.context import WebContext
@@ -95,6 +96,12 @@ class DecisionPoint:
         client: str | None = None,
     ) -> Answer | None:
         """The answer about one tool; None when the monitor knows no server of that name."""
+        with DECISION_DURATION.time():
+            return self._decide(server, tool, fingerprint, session_id, client)
+
+    def _decide(
+        self, server: str, tool: str, fingerprint: str | None, session_id: str | None, client: str | None
+    ) -> Answer | None:
         view = self.view.server(server)
         if view is None:
             return None
