@@ -311,7 +311,7 @@ def fill(store: Any, urls: list[str], interval: float) -> None:
     from raw_fleet import VARIANTS, listings
 
     from monitor.core.fingerprint import CanonicalListing
-    from monitor.store.polls import SuccessfulPoll
+    from monitor.store.polled import SuccessfulPoll
 
     forms = [CanonicalListing.of(listing) for listing in listings(TOOLS)]
     ids = dict(store_names(store))

@@ -9,7 +9,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 BENCHMARKS = [
-    *("bench_diff", "bench_poll", "bench_web", "bench_serve", "bench_scale", "bench_latency"),
+    "bench_diff",
+    "bench_poll",
+    "bench_web",
+    "bench_triage",
+    "bench_serve",
+    "bench_scale",
+    "bench_latency",
+    "bench_decisions",
+    "bench_refusals",
     "bench_throughput",
 ]
 

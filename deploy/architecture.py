@@ -24,6 +24,7 @@ LAYERS = {
     "reporter": 0,
     "config": 1,
     "fingerprint": 1,
+    "metrics": 1,
     "store": 2,
     "collect": 3,
     "notify": 3,

@@ -6,7 +6,7 @@ reinstalled whenever pyproject.toml changes.
 
 Commands:
   run     the service on its embedded default (SQLite), with a demo server registered
-          (`run PORT` serves the dashboard on another port than 8000)
+          (`run --port N`, or `run N`, serves the dashboard on another port than 8000)
   test    the whole test suite (PostgreSQL too when DRIFT_MONITOR_TEST_PG_URL is set)
   check   ruff, mypy and the package's shape (deploy/architecture.py)
   bench   every benchmark under bench/
@@ -14,10 +14,12 @@ Commands:
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
 import secrets
+import socket
 import subprocess
 import sys
 import venv
@@ -56,6 +58,7 @@ def main() -> int:
     if command not in {"run", "test", "check", "bench"}:
         print(__doc__, file=sys.stderr)
         return 2
+    port = demo_port(extra) if command == "run" else 0  # a bad argument fails before any set-up
     ensure_venv()
     if command == "test":
         return run("-m", "pytest", *extra)
@@ -68,10 +71,29 @@ def main() -> int:
         )
     if command == "bench":
         return run(str(ROOT / "bench" / "run.py"), *extra)
-    return run_demo(extra)
+    return run_demo(port)
 
 
-def run_demo(extra: list[str]) -> int:
+def demo_port(extra: list[str]) -> int:
+    """The port `run` serves on: `run`, `run 8080` or `run --port 8080`; and it must be free."""
+    parser = argparse.ArgumentParser(prog="deploy/dev.py run", description="Run the demo on a port.")
+    parser.add_argument("port", nargs="?", type=int, help="the dashboard's port (default 8000)")
+    parser.add_argument("--port", dest="port_option", type=int, metavar="PORT", help="the same")
+    args = parser.parse_args(extra)
+    if args.port is not None and args.port_option is not None and args.port != args.port_option:
+        parser.error("give the port once")
+    port: int = args.port_option or args.port or 8000
+    if not 0 < port < 65536:
+        parser.error(f"port {port} is not between 1 and 65535")
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            parser.error(f"port {port} on 127.0.0.1 is already in use (pick another with --port)")
+    return port
+
+
+def run_demo(port: int) -> int:
     """Register the demo server, poll it, change its tools the way a careless deploy would, poll again."""
     work = ROOT / ".drift-monitor"
     work.mkdir(exist_ok=True)
@@ -98,14 +120,13 @@ def run_demo(extra: list[str]) -> int:
         if (code := run(*cli, "poll", "--config", str(config))) != 0:
             return code
     token = os.environ.get("DRIFT_MONITOR_API_TOKEN") or secrets.token_urlsafe(16)
-    port = extra[0] if extra else "8000"
     print(
         f"\n$ drift-monitor serve   # dashboard: http://127.0.0.1:{port}/  (sign in with API token {token})\n"
         "Ctrl-C stops it.",
         flush=True,
     )
     env = {**os.environ, "DRIFT_MONITOR_API_TOKEN": token}
-    serve = [str(PYTHON), *cli, "serve", "--config", str(config), "--port", port]
+    serve = [str(PYTHON), *cli, "serve", "--config", str(config), "--port", str(port)]
     try:
         return subprocess.run(serve, cwd=ROOT, env=env, check=False).returncode
     except KeyboardInterrupt:

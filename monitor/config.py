@@ -26,12 +26,15 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from monitor.core.clients import DEFAULT_PROFILE, ClientProfile, check_profiles
+from monitor.core.hostconfigs import read_host_config
 from monitor.core.hosts import HostPolicy, check_host_entry
 from monitor.core.rules import Severity
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 M = TypeVar("M", bound=BaseModel)
+PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 
 
 class ConfigError(ValueError):
@@ -73,6 +76,25 @@ class ServerConfig(BaseModel):
     interval: Duration | None = None
     timeout: Duration | None = None
     era: Literal["handshake", "modern"] = "handshake"
+    sse_fallback: bool = False
+    """For transport "http": when the URL refuses Streamable HTTP with a 4xx, poll it over SSE, as
+    hosts do with a bare `url` (set for such imported entries)."""
+    approval: Literal["tofu", "review", "off"] = "tofu"
+    """What the decision point treats as approved (SPEC section 10)."""
+    aliases: list[str] = Field(default_factory=list)
+    """Other names hosts know the server by (Claude Code's `mcp__<name>__tool`), for the hook adapters."""
+    client: list[ClientProfile] = Field(default_factory=lambda: [DEFAULT_PROFILE])
+    """Who the monitor polls as: one profile (a table) or several (an array), each its own view."""
+
+    @field_validator("client", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, dict) else value
+
+    @field_validator("client")
+    @classmethod
+    def _distinct_views(cls, profiles: list[ClientProfile]) -> list[ClientProfile]:
+        return check_profiles(profiles)
 
     @model_validator(mode="after")
     def _transport_fields(self) -> ServerConfig:
@@ -84,7 +106,7 @@ class ServerConfig(BaseModel):
         else:
             if not self.url:
                 raise ValueError(f'url: required for transport "{self.transport}"')
-            if not re.match(r"^https?://", self.url):
+            if not re.match(r"^(https?://|\$\{)", self.url):  # a leading ${VAR} is checked once expanded
                 raise ValueError(f"url: must start with http:// or https:// (got {self.url!r})")
             if self.command or self.args:
                 raise ValueError(f'command, args: not used by transport "{self.transport}"')
@@ -95,10 +117,27 @@ class WebhookConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1)
-    url: str
+    url: str = ""
+    """Where to POST; for "alertmanager" its `/api/v2/alerts`, for "pagerduty" by default
+    PagerDuty's Events API v2 endpoint."""
     secret_env: str | None = None
     min_severity: Severity = Severity.HIGH
-    format: Literal["standard", "slack"] = "standard"
+    format: Literal["standard", "slack", "alertmanager", "pagerduty"] = "standard"
+    routing_key_env: str | None = None
+    """"pagerduty": the variable holding the integration's routing key, added to each event as it
+    is sent (never stored in the outbox)."""
+
+    @model_validator(mode="after")
+    def _format_fields(self) -> WebhookConfig:
+        if self.format == "pagerduty":
+            self.url = self.url or PAGERDUTY_EVENTS_URL
+            if not self.routing_key_env:
+                raise ValueError('routing_key_env: required for format "pagerduty"')
+        elif self.routing_key_env:
+            raise ValueError('routing_key_env: only used by format "pagerduty"')
+        if not re.match(r"^https?://", self.url):
+            raise ValueError(f"url: must start with http:// or https:// (got {self.url!r})")
+        return self
 
 
 class MonitorSettings(BaseSettings):
@@ -110,6 +149,12 @@ class MonitorSettings(BaseSettings):
     poll_interval: Duration = 60.0
     poll_timeout: Duration = 30.0
     poll_concurrency: int = Field(default=32, ge=1, le=1024)
+    suspect_poll_concurrency: int = Field(default=32, ge=1, le=1024)
+    """Concurrent polls of servers not known to answer (never polled, or failing), a budget apart from
+    `poll_concurrency`: servers that hang until their timeout cannot delay the ones that answer."""
+    list_changed_min_gap: Duration = 5.0
+    """Shortest time between two polls of one server that list-changed notifications cause: a storm
+    of notifications is one pending re-poll, taken at most this often."""
     max_pages: int = Field(default=100, ge=1)
     max_listing_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     max_tools: int = Field(default=10_000, ge=1)
@@ -121,8 +166,13 @@ class MonitorSettings(BaseSettings):
     session_check_interval: Duration = 15.0
     session_expiry: Duration = 900.0
     """A host session that has not heart-beaten for this long is forgotten."""
+    flapping_returns: int = Field(default=3, ge=1)
+    flapping_window: Duration = 3600.0
+    """`listing-flapping`: this many returns to an earlier listing within this window."""
     alert_min_severity: Severity = Severity.HIGH
     """Findings at or above this (or any webhook's min_severity, if lower) open alerts."""
+    alert_repost_interval: Duration = 60.0
+    """How often `serve` re-posts the open alerts to each Alertmanager sink."""
     public_url: str = "http://127.0.0.1:8000"
     """Where the dashboard is reachable, for links in webhook payloads."""
     api_token_env: str = "DRIFT_MONITOR_API_TOKEN"  # noqa: S105 - the variable's name, not a token
@@ -133,6 +183,23 @@ class MonitorSettings(BaseSettings):
     (see `HostPolicy`). Config-file servers are not restricted."""
     max_request_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     """Largest request body the web app reads (a host session report carries a whole listing); 413 above."""
+    decisions_kept: int = Field(default=1000, ge=1)
+    """Non-allow decisions kept per server for review; older ones are trimmed (and pruned by age)."""
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, url: str) -> str:
+        """SQLite or PostgreSQL through psycopg, said up front rather than as a missing driver module."""
+        scheme, separator, rest = url.partition("://")
+        if not separator:
+            raise ValueError("not a database URL (use sqlite:///PATH or postgresql+psycopg://USER@HOST/DB)")
+        if scheme in ("postgres", "postgresql"):  # SQLAlchemy's default PostgreSQL driver is not installed
+            return f"postgresql+psycopg://{rest}"
+        if scheme not in ("sqlite", "sqlite+pysqlite", "postgresql+psycopg"):
+            raise ValueError(
+                f"unsupported database {scheme!r}: use sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"
+            )
+        return url
 
     @field_validator("allowed_server_hosts")
     @classmethod
@@ -161,6 +228,8 @@ class Config:
     servers: list[ServerConfig] = field(default_factory=list)
     webhooks: list[WebhookConfig] = field(default_factory=list)
     source: str = "(defaults)"
+    skipped: list[str] = field(default_factory=list)
+    """Imported entries that could not be used, one line each naming the entry and why."""
 
     def server(self, name: str) -> ServerConfig:
         for server in self.servers:
@@ -189,9 +258,15 @@ def load_config(path: str | Path | None) -> Config:
     servers = [
         _server(entry, f"{source}: servers[{i}]") for i, entry in enumerate(_array(data, "servers", source))
     ]
+    skipped: list[str] = []
     if monitor.import_:
-        base = Path(path).parent
-        servers += _import_mcp_servers(base / monitor.import_, source)
+        imported, skipped = _import_mcp_servers(Path(path).parent / monitor.import_, source)
+        defined = {server.name for server in servers}
+        for server in imported:  # the config file's own table wins over a host's entry
+            if server.name in defined:
+                skipped.append(f"{source}: import: {server.name!r} skipped: also defined in [[servers]]")
+            else:
+                servers.append(server)
     webhooks = [
         _model(WebhookConfig, entry, f"{source}: webhooks[{i}]")
         for i, entry in enumerate(_array(data, "webhooks", source))
@@ -201,7 +276,15 @@ def load_config(path: str | Path | None) -> Config:
         if server.name in seen:
             raise ConfigError(f"{source}: server {server.name!r} is defined twice")
         seen.add(server.name)
-    return Config(monitor=monitor, servers=servers, webhooks=webhooks, source=source)
+    for server in servers:
+        for alias in server.aliases:
+            if alias in seen:
+                raise ConfigError(
+                    f"{source}: server {server.name!r}: alias {alias!r} is already the name "
+                    "or alias of a server"
+                )
+            seen.add(alias)
+    return Config(monitor=monitor, servers=servers, webhooks=webhooks, source=source, skipped=skipped)
 
 
 def _settings(values: dict[str, Any], source: str) -> MonitorSettings:
@@ -250,8 +333,11 @@ def _explain(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _import_mcp_servers(path: Path, source: str) -> list[ServerConfig]:
-    """Servers from an `mcpServers` JSON file, the format desktop hosts and editors use."""
+def _import_mcp_servers(path: Path, source: str) -> tuple[list[ServerConfig], list[str]]:
+    """Servers from a host's JSON config (Claude Desktop or Code, Cursor, VS Code, Windsurf, Gemini CLI).
+
+    An entry that cannot be imported is skipped and reported by name; the others are imported.
+    """
     where = f"{source}: import {str(path)!r}"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -259,21 +345,17 @@ def _import_mcp_servers(path: Path, source: str) -> list[ServerConfig]:
         raise ConfigError(f"{where}: cannot read: {exc.strerror or exc}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{where}: not JSON: {exc}") from exc
-    servers = data.get("mcpServers") if isinstance(data, dict) else None
-    if not isinstance(servers, dict):
-        raise ConfigError(f"{where}: no 'mcpServers' object")
-    result = []
-    for name, entry in servers.items():
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{where}: mcpServers.{name}: must be an object")
-        kind = str(entry.get("type") or entry.get("transport") or "").lower()
-        if "url" in entry:
-            transport = "sse" if kind == "sse" else "http"
-            fields = {"url": entry["url"], "headers": entry.get("headers", {})}
-        else:
-            transport = "stdio"
-            fields = {k: entry[k] for k in ("command", "args", "env", "cwd") if k in entry}
-        result.append(
-            _model(ServerConfig, {"name": name, "transport": transport, **fields}, f"{where}: {name!r}")
-        )
-    return result
+    folder = path.resolve().parent
+    workspace = folder.parent if folder.name in (".vscode", ".cursor", ".gemini") else folder
+    try:
+        entries = read_host_config(data, workspace=str(workspace), home=str(Path.home()))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    problems = [f"{where}: {name!r} skipped: {reason}" for name, reason in entries.errors.items()]
+    servers = []
+    for name, fields in entries.servers.items():
+        try:
+            servers.append(ServerConfig.model_validate({"name": name, **fields}))
+        except ValidationError as exc:
+            problems.append(f"{where}: {name!r} skipped: {_explain(exc)}")
+    return servers, problems

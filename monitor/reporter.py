@@ -49,14 +49,18 @@ class SessionReporter:
         tools: list[dict[str, Any]] | None = None,
         fingerprint: str | None = None,
         connected_at: datetime | None = None,
+        client_capabilities: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Report a new session and the listing it cached (the tools, or their fingerprint)."""
+        """Report a new session and the listing it cached (the tools, or their fingerprint), and
+        optionally the capabilities the host declared (the session is compared with that view)."""
         body: dict[str, Any] = {
             "server": server,
             "session_id": session_id,
             "client": client,
             "connected_at": (connected_at or datetime.now(UTC)).isoformat(),
         }
+        if client_capabilities is not None:
+            body["client_capabilities"] = client_capabilities
         body.update(_listing(tools, fingerprint))
         return self._send("POST", self.base, body)
 

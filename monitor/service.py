@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
 import socket
@@ -20,6 +21,7 @@ from monitor.config import Config
 from monitor.notify import sessions
 from monitor.notify.alerts import Alerting, alerting_store
 from monitor.notify.delivery import Deliverer
+from monitor.notify.repost import repost_open_alerts
 from monitor.store import PollOutcome, Store, check_schema, make_engine
 from monitor.webapp.app import create_app
 
@@ -49,7 +51,9 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
         scheduler.register(datetime.now(UTC))
         watch = WatchManager(store, scheduler)
         app = create_app(store, config, poll_now=_poll_now(poller, scheduler), alerting=alerting)
-        server = _QuietServer(uvicorn.Config(app, host=host, port=port, log_level="info", lifespan="on"))
+        server = _QuietServer(  # log_config None: uvicorn logs through the process's handlers (`cli.logs`)
+            uvicorn.Config(app, host=host, port=port, log_level="info", lifespan="on", log_config=None)
+        )
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -64,6 +68,9 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
             asyncio.create_task(watch.run(stop), name="watch"),
             asyncio.create_task(_check_sessions_forever(store, config, alerting, stop), name="sessions"),
         ]
+        if any(webhook.format == "alertmanager" for webhook in config.webhooks):
+            repost = _repost_forever(store, alerting, config.monitor.alert_repost_interval, stop)
+            background.append(asyncio.create_task(repost, name="repost"))
         scheduler.start()
         url = f"http://{host}:{bound}"
         log.info("drift-monitor %s serving on %s", owner, url)
@@ -83,13 +90,22 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
             lock.close()
 
 
+class StartupError(Exception):
+    """`serve` cannot start (the port is taken, the address is not this machine's): one line for the user."""
+
+
 def _listen(host: str, port: int) -> socket.socket:
     """Bind before serving, so the address (even for port 0) is known and connections queue at once."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind((host, port))
-    listener.listen(512)
+    try:
+        listener.bind((host, port))
+        listener.listen(512)
+    except OSError as exc:
+        listener.close()
+        reason = "the port is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc)
+        raise StartupError(f"cannot listen on {host}:{port}: {reason}") from None
     return listener
 
 
@@ -129,3 +145,19 @@ async def _check_sessions_forever(
             log.exception("checking host sessions failed")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), settings.session_check_interval)
+
+
+async def _repost_forever(store: Store, alerting: Alerting, every: float, stop: asyncio.Event) -> None:
+    """The open alerts to each Alertmanager sink, every `every` seconds (`monitor.notify.repost`)."""
+
+    def queue() -> None:
+        with store.sessions.begin() as session:
+            repost_open_alerts(session, alerting, datetime.now(UTC))
+
+    while not stop.is_set():
+        try:
+            await asyncio.to_thread(queue)
+        except Exception:
+            log.exception("re-posting open alerts to Alertmanager failed")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every)

@@ -18,8 +18,9 @@ from support import Receiver, record_poll, webhook_secret
 
 from monitor.config import Config, MonitorSettings, ServerConfig, WebhookConfig
 from monitor.core.rules import Severity
-from monitor.notify.alerts import Alerting, acknowledge, open_or_attach, resolve_matching
+from monitor.notify.alerts import Alerting, open_or_attach, resolve_matching
 from monitor.notify.delivery import Deliverer
+from monitor.notify.handling import AlertResolved, acknowledge
 from monitor.store import Store
 from monitor.store.models import Alert, AlertFinding, FindingRecord, Server, Snapshot, WebhookDelivery
 
@@ -231,9 +232,8 @@ def test_acknowledge(engine: Engine) -> None:
         assert acknowledge(session, alert.id + 1000, at) is None
 
     h.succeed([tool("search")])  # the condition clears: acknowledged -> resolved
-    with h.store.sessions.begin() as session:
-        resolved = acknowledge(session, alert.id, datetime.now(UTC))
-        assert resolved is not None and resolved.state == "resolved"
+    with h.store.sessions.begin() as session, pytest.raises(AlertResolved, match="nothing to acknowledge"):
+        acknowledge(session, alert.id, datetime.now(UTC))
     assert [event for _, event, _ in h.outbox()] == ["alert.opened", "alert.resolved"]
 
 

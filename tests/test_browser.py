@@ -177,10 +177,35 @@ def test_sign_in_overview_diff_and_acknowledge(page: Any, live_server: tuple[str
     page.get_by_role("status").wait_for()
     assert f"Alert {alert_id} acknowledged" in page.get_by_role("status").inner_text()
     page.goto("/alerts?state=acknowledged")
-    assert page.get_by_role("cell", name=str(alert_id), exact=True).count() == 1
+    assert page.get_by_role("link", name=f"Alert {alert_id}", exact=True).count() == 1
     shoot(page, "alerts")
 
     page.goto("/at?server=search&time=2026-03-01T13:10:00")
     page.get_by_role("heading", name="search at 2026-03-01 13:10:00 UTC: v2").wait_for()
     shoot(page, "point-in-time")
     assert page.problems == [], page.problems  # no script errors, no CSP violations
+
+
+def test_approve_a_version_from_the_diff_page(page: Any, live_server: tuple[str, World]) -> None:
+    """Signed in, a person approves v4 beside the findings of v1 -> v4: the read-only-revoked alert
+    resolves, and the server page shows lookup allowed as in v4."""
+    base, _ = live_server
+    page.goto("/login?next=/servers/search/diff%3Ffrom%3D1%26to%3D4")
+    page.get_by_label("API token").fill(TOKEN)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{base}/servers/search/diff?from=1&to=4")
+    assert "also resolve the 1 open alert these changes raised" in page.content()
+    page.get_by_label("Note").fill("the access-time update is intended")
+    page.get_by_role("button", name="Approve every tool as in v4").click()
+    page.wait_for_url(f"{base}/servers/search/diff?from=1&to=4&done=*")
+    assert "resolved 1 alert(s)" in page.get_by_role("status").inner_text()
+    page.goto("/servers/search#approvals")
+    approvals = page.locator("#approvals")
+    row = (
+        approvals.get_by_role("row")
+        .filter(has=page.get_by_role("rowheader", name="lookup", exact=True))
+        .first
+    )
+    assert "allow" in row.inner_text().lower() and "v4" in row.inner_text()
+    shoot(page, "approvals")
+    assert page.problems == []

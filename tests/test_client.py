@@ -289,15 +289,18 @@ async def test_sse_event_over_the_byte_limit(fastmcp_http: str) -> None:
     assert error.kind == "limit", error.message
 
 
-async def test_result_the_sdk_rejects_is_malformed(tmp_path: Path) -> None:
+async def test_result_the_sdk_rejects_is_kept_with_where_it_breaks_the_schema(tmp_path: Path) -> None:
+    """Hosts reject it, so it is exactly what to review: kept as sent, the violations beside it (the
+    poller then refuses the unnamed tool as malformed, keeping the raw payload)."""
+    sent = [{"name": "no-schema"}, {"name": 7, "inputSchema": {"type": "object"}}]
     path = tmp_path / "tools.json"
-    path.write_text(json.dumps([{"name": "no-schema"}, {"name": 7, "inputSchema": {"type": "object"}}]))
-    error, _ = await poll_error(stdio_target("fastmcp_server.py", str(path)), LIMITS)
-    assert error.kind == "malformed"
-    assert error.message == (
-        "server's tools/list result does not match the 2025-11-25 schema: "
-        "tools.0.inputSchema: Field required (and 1 more)"
-    )
+    path.write_text(json.dumps(sent))
+    listing = await fetch_listing(stdio_target("fastmcp_server.py", str(path)), LIMITS)
+    assert listing.tools == sent
+    assert listing.validation_errors == [
+        "tools.0.inputSchema: Field required",
+        "tools.1.name: Input should be a valid string",
+    ]
 
 
 # --- connecting, headers and secrets ----------------------------------------------------------------

@@ -41,6 +41,14 @@ from monitor.webapp.context import SESSION_SECONDS, session_cookie_value
 RAW_HIDDEN = ("\u202e", "\u202c", "\U000e0041", "\U000e0042", "\u200b")
 
 
+def is_auto_refresh(attrs: list[tuple[str, str | None]]) -> bool:
+    """The one meta element a page may add: a reload of itself after a number of seconds (no URL)."""
+    values = dict(attrs)
+    return (
+        values.get("http-equiv") == "refresh" and (values.get("content") or "").isdigit() and len(values) == 2
+    )
+
+
 class PageAudit(HTMLParser):
     """Collects what a hostile string could turn into: elements, handlers, URLs, marks in attributes."""
 
@@ -55,7 +63,7 @@ class PageAudit(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append(tag)
         if tag in ("script", "img", "iframe", "object", "embed", "svg", "math", "base", "meta") and not (
-            tag == "meta" and {"charset", "name"} & {k for k, _ in attrs}
+            tag == "meta" and ({"charset", "name"} & {k for k, _ in attrs} or is_auto_refresh(attrs))
         ):
             self.problems.append(f"<{tag}> element")
         for name, value in attrs:
@@ -63,7 +71,8 @@ class PageAudit(HTMLParser):
                 self.problems.append(f"{name}= handler on <{tag}>")
             if name == "style":
                 self.problems.append(f"inline style on <{tag}>")
-            if value and ("<mark" in value or "<script" in value.lower()):
+            echoed = tag == "input" and ("name", "q") in attrs  # the reader's own search, escaped
+            if value and ("<mark" in value or ("<script" in value.lower() and not echoed)):
                 self.problems.append(f"markup inside {name}= of <{tag}>: {value!r}")
             if (
                 name in ("href", "src", "action")
@@ -126,6 +135,7 @@ def page_paths() -> list[str]:
     return [
         "/",
         "/?min_severity=high",
+        "/?status=failing&min_severity=low",
         "/servers/search",
         "/servers/files",
         "/servers/search/diff",
@@ -147,6 +157,11 @@ def page_paths() -> list[str]:
         "/at?server=search&time=2026-03-01T14:30",
         "/at?server=search&time=2026-03-01T11:00:00Z",
         "/login",
+        "/alerts?state=unresolved&severity=critical",
+        "/alerts?server=search&rule=tool-added",
+        "/search?q=" + quote("<script", safe=""),
+        "/search?q=o&time=2026-03-01T13:10",
+        "/search?q=" + hostile + "&time=2026-03-01T16:00:00Z",
     ]
 
 

@@ -230,6 +230,9 @@ def test_catalog_is_complete_and_documented() -> None:
         "listing-changed-silently": "high",
         "session-stale": "high",
         "session-long-lived": "low",
+        "listing-flapping": "medium",
+        "listing-invalid": "high",
+        "changed-without-version-bump": "low",
     }
     for rule_id, severity in spec_rules.items():
         assert CATALOG[rule_id].severity.value == severity

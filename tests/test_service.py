@@ -35,7 +35,7 @@ from support import (
 
 from monitor.core.fingerprint import fingerprint
 from monitor.reporter import SessionReporter
-from monitor.store.models import Snapshot, WebhookDelivery
+from monitor.store.models import FindingRecord, Snapshot, WebhookDelivery
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
@@ -181,6 +181,62 @@ def test_stale_session_and_silent_change(tmp_path: Path, database_url: str) -> N
             receiver.wait_event(
                 lambda e: e["type"] == "alert.resolved" and e["alert"]["rule"] == "session-stale", WAIT
             )
+            silent_alerts = {
+                e["alert"]["id"] for e in receiver.events() if e["alert"]["rule"] == silent["alert"]["rule"]
+            }
+            assert silent_alerts == {silent["alert"]["id"]}, "one change, one silent-change alert"
+
+
+def test_a_stdio_upgrade_is_a_new_deployment_not_a_silent_change(tmp_path: Path, database_url: str) -> None:
+    """A stdio server that advertises listChanged and never notifies, its listing fixed when its process
+    starts, is upgraded between polls while the watch session is connected. Must hold: the change is
+    delivered (read-only-revoked) and no `listing-changed-silently` is raised, then or in later polls:
+    the watch session's own process still serves the old listing, so its silence proves nothing."""
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(tools(read_only=True)))
+    command, *args = server_command(
+        "fastmcp_server.py", str(tools_file), "--list-changed", "advertise", "--read-once"
+    )
+    env = environment()
+    engine = create_engine(database_url)
+    try:
+        with Receiver(KEY) as receiver:
+            config = write_config(
+                tmp_path,
+                database_url,
+                f'[[servers]]\nname = "tenants"\ntransport = "stdio"\ncommand = {json.dumps(command)}\n'
+                f'args = {json.dumps(args)}\ninterval = "1s"\n',
+                receiver.url,
+            )
+            migrate_config(config, env)
+            with serving(config, env) as running:
+
+                def confirmed_while_watched() -> bool:
+                    state = server_state(running, "tenants")
+                    since, success = state.get("watching_since"), state.get("last_success_at")
+                    return bool(since and success and success > since)
+
+                wait_until(
+                    "a poll while the watch is up", confirmed_while_watched, timeout=WAIT, alive=[running]
+                )
+                tools_file.write_text(json.dumps(tools(read_only=False)))  # the upgrade
+                revoked = receiver.wait_event(lambda e: e["alert"]["rule"] == "read-only-revoked", WAIT)
+                seen_at = revoked["alert"]["opened_at"]
+                wait_until(
+                    "another poll of the upgraded server",
+                    lambda: (
+                        (server_state(running, "tenants").get("last_success_at") or "") > seen_at
+                        and bool(server_state(running, "tenants").get("watching_since"))
+                    ),
+                    timeout=WAIT,
+                    alive=[running],
+                )
+        with engine.connect() as connection:
+            rules = set(connection.scalars(select(FindingRecord.rule)))
+        assert "read-only-revoked" in rules and "listing-changed-silently" not in rules
+        assert not [e for e in receiver.events() if e["alert"]["rule"] == "listing-changed-silently"]
+    finally:
+        engine.dispose()
 
 
 def test_delivery_survives_sigkill(tmp_path: Path, database_url: str) -> None:

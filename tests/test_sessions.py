@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 from support import record_poll, tool
 
-from monitor.config import ServerConfig
+from monitor.config import ServerConfig, WebhookConfig
 from monitor.core.findings import Severity
 from monitor.core.fingerprint import fingerprint
 from monitor.notify.alerts import Alerting
@@ -23,7 +23,7 @@ from monitor.notify.sessions import (
     register_session,
 )
 from monitor.store import Store
-from monitor.store.models import Alert, HostSession
+from monitor.store.models import Alert, FindingRecord, HostSession, WebhookDelivery
 
 T0 = datetime(2026, 1, 1, 14, 0, tzinfo=UTC)
 GRACE = timedelta(minutes=5)
@@ -98,6 +98,8 @@ def test_stale_session_raises_the_worst_missed_change_and_resolves_on_catch_up(
             now=T0 + timedelta(minutes=9),
         )
     check(store, alerting, T0 + timedelta(minutes=10))
+    assert [a.rule for a in open_alerts(store)] == ["session-stale"], "clear for less than a full check"
+    check(store, alerting, T0 + timedelta(minutes=10, seconds=15))
     assert open_alerts(store) == []
 
 
@@ -188,3 +190,112 @@ def test_bad_reports(setup: tuple[Store, Alerting, int]) -> None:
                 tools=[{"name": "a"}, {"name": "a"}],
                 now=T0,
             )
+
+
+def webhook_events(store: Store) -> list[tuple[str, str]]:
+    with store.sessions() as session:
+        rows = session.execute(
+            select(WebhookDelivery.event_type, Alert.rule)
+            .join(Alert, Alert.id == WebhookDelivery.alert_id)
+            .order_by(WebhookDelivery.created_at)
+        ).all()
+    return [(event, rule) for event, rule in rows]
+
+
+@pytest.fixture
+def alerted(store: Store, monkeypatch: pytest.MonkeyPatch) -> tuple[Store, Alerting, int]:
+    """A webhook that hears high and worse, so the outbox shows every alert.opened and alert.resolved."""
+    monkeypatch.setenv("TEST_SESSION_WEBHOOK_SECRET", "whsec_" + "A" * 32)
+    webhook = WebhookConfig(
+        name="ops",
+        url="http://127.0.0.1:9/hook",
+        secret_env="TEST_SESSION_WEBHOOK_SECRET",
+        min_severity=Severity.HIGH,
+    )
+    alerting = Alerting([webhook], base_url="http://127.0.0.1:8000", clear_for=timedelta(seconds=15))
+    server_id = store.sync_servers(
+        [ServerConfig(name="git", transport="http", url="http://127.0.0.1:9/")], T0
+    )["git"]
+    record_poll(store, server_id, tools(read_only=True), T0)
+    with store.sessions.begin() as session:
+        register_session(
+            session,
+            server="git",
+            session_id="s-1",
+            client="gateway",
+            connected_at=T0,
+            fingerprint=None,
+            tools=tools(read_only=True),
+            now=T0,
+        )
+    record_poll(store, server_id, tools(read_only=False), T0 + timedelta(minutes=1))
+    return store, alerting, server_id
+
+
+def test_a_stale_session_left_alone_is_one_alert_however_often_it_is_checked(
+    alerted: tuple[Store, Alerting, int],
+) -> None:
+    """Ten minutes of checks every 15 s past the grace period, no heartbeat: one alert.opened, no
+    alert.resolved, and one stored finding."""
+    store, alerting, _ = alerted
+    start = T0 + timedelta(minutes=7)
+    for tick in range(41):
+        check(store, alerting, start + timedelta(seconds=15 * tick))
+    assert webhook_events(store) == [("alert.opened", "session-stale")]
+    (alert,) = open_alerts(store)
+    with store.sessions() as session:
+        findings = session.scalars(select(FindingRecord).where(FindingRecord.rule == "session-stale")).all()
+    assert len(findings) == 1 and alert.state == "open"
+
+
+def test_a_condition_that_clears_for_less_than_a_full_check_keeps_its_alert(
+    alerted: tuple[Store, Alerting, int],
+) -> None:
+    """Stale, caught up for one check, stale again: still the first alert, no resolved webhook between."""
+    store, alerting, _ = alerted
+    check(store, alerting, T0 + timedelta(minutes=7))
+    (first,) = open_alerts(store)
+    with store.sessions.begin() as session:
+        heartbeat(
+            session,
+            server="git",
+            session_id="s-1",
+            fingerprint=fingerprint(tools(read_only=False)),
+            tools=None,
+            now=T0 + timedelta(minutes=7, seconds=5),
+        )
+    check(store, alerting, T0 + timedelta(minutes=7, seconds=15))  # clear: noted, not resolved
+    with store.sessions.begin() as session:
+        host = session.scalars(select(HostSession)).one()
+        # The report was wrong (a reporter racing its own refresh): it held the old listing all along.
+        host.fingerprint, host.fingerprint_since = fingerprint(tools(read_only=True)), T0
+    check(store, alerting, T0 + timedelta(minutes=7, seconds=30))
+    (again,) = open_alerts(store)
+    assert again.id == first.id and again.clear_since is None
+    assert webhook_events(store) == [("alert.opened", "session-stale")]
+
+
+def test_a_condition_below_the_alert_threshold_is_stored_once_not_at_every_check(store: Store) -> None:
+    """session-long-lived is low; with the default threshold (high) it opens no alert, and its finding
+    is stored once, not once per check."""
+    alerting = Alerting(base_url="http://127.0.0.1:8000")
+    server_id = store.sync_servers(
+        [ServerConfig(name="git", transport="http", url="http://127.0.0.1:9/")], T0
+    )["git"]
+    record_poll(store, server_id, tools(read_only=True), T0)
+    with store.sessions.begin() as session:
+        register_session(
+            session,
+            server="git",
+            session_id="old",
+            client=None,
+            connected_at=T0 - timedelta(hours=9),
+            fingerprint=fingerprint(tools(read_only=True)),
+            tools=None,
+            now=T0,
+        )
+    for tick in range(10):
+        check(store, alerting, T0 + timedelta(seconds=15 * tick))
+    with store.sessions() as session:
+        rules = session.scalars(select(FindingRecord.rule)).all()
+    assert rules == ["session-long-lived"] and open_alerts(store) == []

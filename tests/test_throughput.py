@@ -28,7 +28,7 @@ from monitor.store import PollOutcome, Store, alembic_config, current_revision, 
 from monitor.store.batch import record_unchanged
 from monitor.store.marks import from_epoch_ms
 from monitor.store.models import PollAttempt, PollMark, Server, Snapshot
-from monitor.store.polls import RecordedPoll, SuccessfulPoll
+from monitor.store.polled import RecordedPoll, SuccessfulPoll
 from monitor.store.queries.servers import recent_attempts
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
@@ -206,8 +206,8 @@ def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) 
 
 
 def fill_like_the_previous_release(engine: Engine) -> None:
-    """What 0003's code wrote for a server polled twice: a version, its listing, two full attempt rows
-    (written through the tables as the database has them, not through today's models)."""
+    """What 0003's code wrote for a server polled twice: a version, its listing and tools, two full
+    attempt rows (written through the tables as the database has them, not through today's models)."""
     with engine.begin() as connection:
         table = {name: Table(name, MetaData(), autoload_with=connection) for name in TABLES_0003}
 
@@ -218,8 +218,20 @@ def fill_like_the_previous_release(engine: Engine) -> None:
         server_id = insert(
             "servers", name="old", transport="http", origin="config", created_at=T0, consecutive_failures=0
         )
-        fingerprint = CanonicalListing.of(tools()).fingerprint
-        listing_id = insert("listings", fingerprint=fingerprint, tool_count=2, created_at=T0)
+        listing = CanonicalListing.of(tools())
+        listing_id = insert("listings", fingerprint=listing.fingerprint, tool_count=2, created_at=T0)
+        for position, name in enumerate(listing.forms):  # what a later migration re-fingerprints from
+            tool_id = insert(
+                "tool_definitions",
+                fingerprint=listing.tool_fingerprint(name),
+                name=name,
+                definition=listing.tools[name],
+            )
+            connection.execute(
+                table["listing_tools"]
+                .insert()
+                .values(listing_id=listing_id, tool_id=tool_id, position=position)
+            )
         snapshot_id = insert(
             "snapshots",
             server_id=server_id,
@@ -242,7 +254,7 @@ def fill_like_the_previous_release(engine: Engine) -> None:
             )
 
 
-TABLES_0003 = ("servers", "listings", "snapshots", "poll_attempts")
+TABLES_0003 = ("servers", "listings", "tool_definitions", "listing_tools", "snapshots", "poll_attempts")
 
 
 async def test_a_kept_client_carries_the_next_poll_on_the_same_connection() -> None:

@@ -178,6 +178,20 @@ async def test_sse_changes_are_reported(tools_file: Path) -> None:
         await cancel(task)
 
 
+async def test_bare_url_on_an_sse_server_falls_back_as_the_poll_does(tools_file: Path) -> None:
+    """An imported bare `url` (sse_fallback) that only speaks SSE: the watch session falls back too."""
+    args = (str(tools_file), "--list-changed", "notify")
+    with http_server("fastmcp_server.py", *args, transport="sse") as url:
+        recorder = Recorder()
+        task = watch(Target(name="bare", transport="http", url=url, sse_fallback=True), recorder)
+        await recorder.ready()
+        await recorder.change_after(tools_file, 2)
+        await cancel(task)
+        strict = watch(Target(name="strict", transport="http", url=url), Recorder())
+        with pytest.raises(PollError, match="405"):
+            await ended(strict)
+
+
 @pytest.mark.parametrize("era", ERAS)
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_change_without_notification_is_silent(tools_file: Path, transport: str, era: str) -> None:

@@ -1,7 +1,7 @@
 """compact attempt rows: a ring of small rows per server for unchanged polls
 
 Revision ID: 0015
-Revises: 0003
+Revises: 0012
 Create Date: 2026-12-03
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0015"
-down_revision: str | None = "0003"
+down_revision: str | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

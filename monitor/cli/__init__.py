@@ -8,23 +8,33 @@ database layer.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
-from monitor.cli import database, offline, serve
-from monitor.cli.common import EXIT_USAGE, CommandError
+from monitor.cli import approvals, database, logs, offline, registry, serve, silence
+from monitor.cli.common import EXIT_BROKEN_PIPE, EXIT_USAGE, CommandError
 from monitor.config import ConfigError
 from monitor.core.listing import ListingError
 from monitor.core.text import make_visible
 
-COMMAND_GROUPS = (offline, database, serve)
+COMMAND_GROUPS = (offline, database, serve, registry, approvals, silence)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if not getattr(args, "logs", False):
+        logs.quiet()
     try:
         code: int = args.run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not as a traceback at interpreter exit
+    except BrokenPipeError:
+        # The reader went away (`drift-monitor diff ... | head`): stop quietly, as other tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except (CommandError, ListingError, ConfigError) as exc:
         print(f"drift-monitor: {make_visible(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
@@ -48,7 +58,15 @@ def _parser() -> argparse.ArgumentParser:
         prog="drift-monitor",
         description="Watch what MCP servers claim about their tools, and when the claim changes.",
     )
+    parser.add_argument("--version", action="version", version=f"drift-monitor {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in COMMAND_GROUPS:
         group.register(commands)
     return parser
+
+
+def _version() -> str:
+    try:
+        return metadata.version("drift-monitor")
+    except metadata.PackageNotFoundError:
+        return "unknown"

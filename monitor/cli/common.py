@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import TYPE_CHECKING, TextIO
 
 from monitor.config import Config, load_config
 from monitor.core.findings import Severity
+from monitor.core.text import make_visible
 
 if TYPE_CHECKING:
     from monitor.store import Store
@@ -16,6 +18,8 @@ EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 EXIT_POLL_FAILED = 3
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE, what a shell reports for a command whose reader closed the pipe."""
 DEFAULT_CONFIG = "drift-monitor.toml"
 
 
@@ -37,7 +41,10 @@ def load(args: argparse.Namespace) -> Config:
     path = args.config
     if path is None and os.path.exists(DEFAULT_CONFIG):
         path = DEFAULT_CONFIG
-    return load_config(path)
+    config = load_config(path)
+    for problem in config.skipped:  # the rest of the import is used: say what was left out, go on
+        print(f"drift-monitor: warning: {make_visible(problem)}", file=sys.stderr)
+    return config
 
 
 def open_store(config: Config) -> Store:

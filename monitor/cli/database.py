@@ -30,7 +30,8 @@ def register(commands: Any) -> None:
     poll.set_defaults(run=_run_poll)
 
     prune = commands.add_parser(
-        "prune", help="delete old poll attempts and finished webhook deliveries (history is kept)"
+        "prune",
+        help="delete old poll attempts, finished webhook deliveries and kept decisions (history is kept)",
     )
     config_option(prune)
     prune.add_argument(
@@ -113,6 +114,7 @@ def _run_prune(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime, timedelta
 
     from monitor.store import SchemaNotReady, check_schema, make_engine, prune_poll_attempts, render_url
+    from monitor.store.decisions import prune_decisions
 
     config = load(args)
     cutoff = datetime.now(UTC) - timedelta(seconds=args.older_than)
@@ -140,6 +142,10 @@ def _run_prune(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             progress=step,
         )
+        decisions = prune_decisions(
+            engine, older_than=cutoff, batch_size=args.batch_size, dry_run=args.dry_run, progress=step
+        )
+        print(f"{'would delete' if args.dry_run else 'deleted'} {decisions} kept decisions", flush=True)
     except SchemaNotReady as exc:
         raise CommandError(str(exc)) from None
     finally:

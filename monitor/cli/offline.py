@@ -7,19 +7,21 @@ import json
 import sys
 from typing import Any
 
-from monitor.cli.common import EXIT_FINDINGS, EXIT_OK, severity, wants_colour
+from monitor.cli.common import EXIT_FINDINGS, EXIT_OK, CommandError, severity, wants_colour
 from monitor.cli.report import write_text_report
-from monitor.core.diff import diff_listings
+from monitor.core.diff import diff_canonical
 from monitor.core.findings import Severity
-from monitor.core.fingerprint import fingerprint
-from monitor.core.listing import load_listing
+from monitor.core.fingerprint import CanonicalListing, NotIJSONError
+from monitor.core.listing import ListingError, Tool, load_listing, read_listing
 from monitor.core.rules import CATALOG
 
 
 def register(commands: Any) -> None:
     diff = commands.add_parser("diff", help="compare two listing files offline")
-    diff.add_argument("old", help="a tools/list result, a JSON-RPC response wrapping one, or a tool array")
-    diff.add_argument("new")
+    diff.add_argument(
+        "old", help="a tools/list result, a JSON-RPC response wrapping one, or a tool array (- for stdin)"
+    )
+    diff.add_argument("new", help="the same (- for stdin)")
     diff.add_argument("--format", choices=("text", "json"), default="text")
     diff.add_argument(
         "--fail-on",
@@ -30,7 +32,7 @@ def register(commands: Any) -> None:
     diff.set_defaults(run=_run_diff)
 
     fp = commands.add_parser("fingerprint", help="print the fingerprint of a listing file")
-    fp.add_argument("file")
+    fp.add_argument("file", help="a listing file (- for stdin)")
     fp.set_defaults(run=_run_fingerprint)
 
     rules = commands.add_parser("rules", help="list every rule with its severity and meaning")
@@ -39,7 +41,9 @@ def register(commands: Any) -> None:
 
 
 def _run_diff(args: argparse.Namespace) -> int:
-    result = diff_listings(load_listing(args.old), load_listing(args.new))
+    if args.old == args.new == "-":
+        raise CommandError("only one of OLD and NEW can be - (stdin)")
+    result = diff_canonical(_canonical(args.old), _canonical(args.new))
     if args.format == "json":
         json.dump(result.to_dict(), sys.stdout, ensure_ascii=False, indent=2)
         sys.stdout.write("\n")
@@ -52,8 +56,28 @@ def _run_diff(args: argparse.Namespace) -> int:
 
 
 def _run_fingerprint(args: argparse.Namespace) -> int:
-    print(fingerprint(load_listing(args.file)))
+    print(_canonical(args.file).fingerprint)
     return EXIT_OK
+
+
+def _listing(path: str) -> list[Tool]:
+    """The listing in a file, or on standard input for `-`."""
+    if path != "-":
+        return load_listing(path)
+    try:
+        text = sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError:
+        raise ListingError("<stdin>: not UTF-8 text") from None
+    return read_listing(text, "<stdin>")
+
+
+def _canonical(path: str) -> CanonicalListing:
+    """The listing in the file (or on standard input for `-`), canonicalised; a listing RFC 8785
+    cannot serialise is an error naming the file and the spot."""
+    try:
+        return CanonicalListing.of(_listing(path))
+    except NotIJSONError as exc:
+        raise ListingError(f"{path}: not I-JSON: {exc}") from None
 
 
 def _run_rules(args: argparse.Namespace) -> int:

@@ -61,10 +61,10 @@ def write_poll_report(outcomes: Sequence[PollOutcome], out: TextIO, *, colour: b
             f"{version:<13} {summary}\n".rstrip()
             + "\n"
         )
+        for view, error in outcome.view_errors.items():
+            out.write(f"     {'':<{width}}  view {make_visible(view)!r} failed: {make_visible(error)}\n")
     for outcome in outcomes:
         for finding in outcome.findings:
-            if finding.tool is None and outcome.ok:
-                continue
             tool = make_visible(finding.tool) if finding.tool else "(server)"
             out.write(
                 f"  {outcome.server}: {badge(finding.severity, colour)} {finding.rule:<28} {tool}: "

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 from typing import Any
 
+from monitor.cli import logs
 from monitor.cli.common import EXIT_OK, CommandError, config_option, load
 
 
@@ -15,18 +15,25 @@ def register(commands: Any) -> None:
     config_option(serve)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
-    serve.set_defaults(run=_run_serve)
+    serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    serve.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="json: one object per line, for shippers",
+    )
+    serve.set_defaults(run=_run_serve, logs=True)
 
 
 def _run_serve(args: argparse.Namespace) -> int:
     from monitor.collect.scheduler import InstanceLockError
-    from monitor.service import serve
+    from monitor.service import StartupError, serve
     from monitor.store import SchemaNotReady
 
     config = load(args)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(args.log_level, args.log_format)
     try:
         asyncio.run(serve(config, args.host, args.port, ready=lambda url: print(f"READY {url}", flush=True)))
-    except (InstanceLockError, SchemaNotReady) as exc:
+    except (InstanceLockError, SchemaNotReady, StartupError) as exc:
         raise CommandError(str(exc)) from None
     return EXIT_OK

@@ -9,23 +9,33 @@ one in a transaction of its own. A long-running `serve` polls on kept HTTP clien
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import ParamSpec
+from typing import Any, ParamSpec
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.collect.client import FetchedListing, Limits, PollError, Target, fetch_listing
 from monitor.collect.client.clients import HttpClients
+from monitor.collect.guard import guard_listing, refusal_message
+from monitor.collect.observe import observe_poll
 from monitor.collect.recorder import GroupCommit
 from monitor.collect.targets import limits_for, target_for
 from monitor.config import Config
-from monitor.core.fingerprint import META_KEY, CanonicalListing
+from monitor.core.clients import ClientProfile
+from monitor.core.fingerprint import META_KEY, CanonicalListing, NotIJSONError
 from monitor.core.listing import ListingError, validate_tools
 from monitor.core.states import PollErrorKind
 from monitor.store import PollOutcome, Store
-from monitor.store.polls import SuccessfulPoll
+from monitor.store.polled import CacheHints, SuccessfulPoll
+from monitor.store.views import View
+
+log = logging.getLogger("drift_monitor.poller")
 
 
 @dataclass(frozen=True)
@@ -77,20 +87,55 @@ class Poller:
         return list(await asyncio.gather(*(one(job) for job in jobs)))
 
     async def poll_one(self, job: Job) -> PollOutcome:
-        started = datetime.now(UTC)
+        """Poll and record one server; counted and, when it matters, logged (`observe_poll`)."""
         clock = time.perf_counter()
+        outcome = await self._poll_and_record(job, clock)
+        observe_poll(outcome, time.perf_counter() - clock)
+        return outcome
+
+    async def _poll_and_record(self, job: Job, clock: float) -> PollOutcome:
+        started = datetime.now(UTC)
         try:
-            fetched = await self._fetch(job)
-            listing = CanonicalListing.of(validate_tools(fetched.tools))
+            fetched = guard_listing(job.target, await self._fetch(job)).listing
         except PollError as exc:
             return await self._failure(job, exc.kind, exc.message, started, clock)
-        except (ListingError, RecursionError) as exc:
-            message = str(exc) if isinstance(exc, ListingError) else "listing is nested too deeply"
-            return await self._failure(job, PollErrorKind.MALFORMED, message, started, clock)
-        metas = {tool["name"]: tool[META_KEY] for tool in fetched.tools if META_KEY in tool}
+        try:
+            listing = CanonicalListing.of(validate_tools(fetched.tools))
+        except (ListingError, NotIJSONError, RecursionError) as exc:
+            message = "listing is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            raw = raw_payload(fetched.tools)
+            return await self._failure(job, PollErrorKind.MALFORMED, message, started, clock, raw)
+        views, view_errors = await self._views(job)
+        try:
+            outcome = await self._record_success(job, fetched, listing, views, started, clock)
+        except (SQLAlchemyError, ValueError, RecursionError) as exc:
+            # The database refused the listing (a value one of them cannot hold), or recording it
+            # failed on what the server sent: the poll is still a recorded outcome, counted towards
+            # server-unreachable and shown on the server's page. (A database that is down fails this
+            # write too, and the error goes to the scheduler's log.)
+            return await self._failure(
+                job, PollErrorKind.STORAGE, refusal_message(exc, job.target), started, clock
+            )
+        outcome.view_errors = view_errors
+        return outcome
+
+    async def _record_success(
+        self,
+        job: Job,
+        fetched: FetchedListing,
+        listing: CanonicalListing,
+        views: list[View],
+        started: datetime,
+        clock: float,
+    ) -> PollOutcome:
+        try:
+            prepared = await asyncio.to_thread(self.store.prepare_diff, job.server_id, listing)
+        except (SQLAlchemyError, ValueError, RecursionError):
+            prepared = None  # the writer computes the diff itself, and records what goes wrong
         poll = SuccessfulPoll(
             job.server_id,
             listing,
+            prepared=prepared,
             started_at=started,
             finished_at=_after(started, clock),
             pages=fetched.pages,
@@ -98,8 +143,14 @@ class Poller:
             server_info=fetched.server_info,
             capabilities=fetched.capabilities,
             list_changed_advertised=fetched.list_changed_advertised,
-            metas=metas,
+            metas=_metas(fetched.tools),
+            validation_errors=tuple(fetched.validation_errors),
+            client=job.target.client,
+            views=tuple(views),
+            cache=CacheHints(fetched.ttl_ms, fetched.cache_scope, fetched.refetches),
         )
+        if not poll.compact:  # views to compare or cache hints to keep: a transaction of its own
+            return await self._write(self.store.record, poll)
         # The common case, an unchanged listing, commits with others; a new version on its own.
         return await self.batches.record(poll) or await self._write(self.store.record, poll)
 
@@ -112,8 +163,38 @@ class Poller:
                 raise
         return await fetch_listing(job.target, job.limits, self.clients)  # once, on a new connection
 
+    async def _views(self, job: Job) -> tuple[list[View], dict[str, str]]:
+        """The server's further client profiles, polled concurrently, each as its own view; a view
+        whose poll fails is reported and left out, and the primary view's result stands."""
+        fetches = await asyncio.gather(
+            *(self._view(job, profile) for profile in job.target.views), return_exceptions=True
+        )
+        views: list[View] = []
+        errors: dict[str, str] = {}
+        for profile, fetched in zip(job.target.views, fetches, strict=True):
+            if isinstance(fetched, View):
+                views.append(fetched)
+            elif isinstance(fetched, PollError | ListingError | NotIJSONError):
+                errors[profile.view] = str(fetched)
+            else:
+                raise fetched
+        for view, error in errors.items():
+            log.warning("poll of %s as client %r failed: %s", job.target.name, view, error)
+        return views, errors
+
+    async def _view(self, job: Job, profile: ClientProfile) -> View:
+        fetched = await fetch_listing(replace(job.target, client=profile, views=()), job.limits)
+        listing = CanonicalListing.of(validate_tools(fetched.tools))
+        return View(profile, listing, _metas(fetched.tools))
+
     async def _failure(
-        self, job: Job, kind: PollErrorKind, message: str, started: datetime, clock: float
+        self,
+        job: Job,
+        kind: PollErrorKind,
+        message: str,
+        started: datetime,
+        clock: float,
+        raw: str | None = None,
     ) -> PollOutcome:
         return await self._write(
             self.store.record_failure,
@@ -122,6 +203,7 @@ class Poller:
             message,
             started_at=started,
             finished_at=_after(started, clock),
+            raw_payload=raw,
         )
 
     async def _write(
@@ -129,6 +211,24 @@ class Poller:
     ) -> PollOutcome:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.writer, lambda: method(*args, **kwargs))
+
+
+RAW_PAYLOAD_LIMIT = 1 << 20
+"""How much of a listing that could not be read is kept with its failed poll: the first 1 MiB."""
+
+
+def raw_payload(tools: list[Any]) -> str | None:
+    """The tools as received, as ASCII JSON (a NUL or lone surrogate stays an escape, so both databases
+    store it), cut to RAW_PAYLOAD_LIMIT; None if even that cannot be written (nesting too deep)."""
+    try:
+        text = json.dumps({"tools": tools}, ensure_ascii=True)
+    except (RecursionError, ValueError):
+        return None
+    return text if len(text) <= RAW_PAYLOAD_LIMIT else text[:RAW_PAYLOAD_LIMIT] + "\n[cut at 1 MiB]"
+
+
+def _metas(tools: list[dict[str, Any]]) -> dict[str, Any]:
+    return {tool["name"]: tool[META_KEY] for tool in tools if META_KEY in tool}
 
 
 def _after(started: datetime, clock: float) -> datetime:

@@ -18,7 +18,7 @@ from concurrent.futures import Executor
 
 from monitor.store import PollOutcome, Store
 from monitor.store.batch import record_unchanged
-from monitor.store.polls import SuccessfulPoll
+from monitor.store.polled import SuccessfulPoll
 
 log = logging.getLogger("drift_monitor.poller")
 

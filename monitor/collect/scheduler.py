@@ -16,13 +16,15 @@ import logging
 import os
 import random
 import socket
+import threading
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Literal
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from sqlalchemy import or_, select, update
+from sqlalchemy import and_, case, not_, or_, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
@@ -31,10 +33,11 @@ from monitor.collect.client.clients import HttpClients
 from monitor.collect.poller import Job, Poller
 from monitor.collect.targets import limits_for, target_for
 from monitor.config import Config, ServerConfig
+from monitor.core.clients import stored_profiles
 from monitor.core.states import ServerOrigin
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Server
-from monitor.store.polls import RecordedPoll
+from monitor.store.polled import RecordedPoll
 
 log = logging.getLogger("drift_monitor.scheduler")
 
@@ -83,6 +86,8 @@ class LeaseRelease:
         self.owner = owner
 
     def after_poll(self, session: Session, poll: RecordedPoll) -> None:
+        if poll.listen_honored is not None:  # a watch session's record, not a poll
+            return
         if poll.server.lease_owner == self.owner:
             poll.server.lease_owner = None
             poll.server.lease_expires_at = None
@@ -105,6 +110,8 @@ class Scheduler:
         self.tick_seconds = tick_seconds
         self.clock = AsyncIOScheduler(timezone=UTC)
         self.in_flight: dict[int, asyncio.Task[PollOutcome | None]] = {}
+        self.lanes: dict[int, bool] = {}
+        """Each claimed server's lane until its poll ends: True for servers whose last poll succeeded."""
         self.targets: dict[int, Target] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self._tick_lock = asyncio.Lock()
@@ -114,6 +121,11 @@ class Scheduler:
         self._refill: asyncio.Task[None] | None = None
         self._stopping = False
         self._postgres = store.engine.dialect.name == "postgresql"
+        self._soon_lock = threading.Lock()
+        self._soon: dict[int, float] = {}
+        """Servers with a re-poll pending from a notification: when it is due (monotonic)."""
+        self._started: dict[int, float] = {}
+        """When this process last began polling each server (monotonic)."""
 
     def register(self, now: datetime) -> None:
         """Sync config servers, spreading first polls over one interval so they do not fire at once."""
@@ -136,17 +148,34 @@ class Scheduler:
         self.clock.start()
 
     async def tick(self) -> None:
+        """Claim due servers up to each lane's free budget and start their polls.
+
+        Two lanes with budgets of their own: servers whose last poll succeeded (`poll_concurrency`),
+        and servers not known to answer, never polled or failing (`suspect_poll_concurrency`). So
+        hundreds of servers that hang until their timeout cannot take the slots of those that answer.
+        """
+        claimed: list[int] = []
         async with self._tick_lock:  # the clock's ticks and notification ticks take turns
             if self._stopping:
                 return
-            capacity = self.config.monitor.poll_concurrency - len(self.in_flight)
-            if capacity <= 0:
-                return
-            claimed = await asyncio.to_thread(self.claim, datetime.now(UTC), capacity)
-            self._backlog = len(claimed) == capacity
+            monitor = self.config.monitor
+            self._backlog = False
+            for answering, budget in (
+                (True, monitor.poll_concurrency),
+                (False, monitor.suspect_poll_concurrency),
+            ):
+                capacity = budget - sum(1 for lane in self.lanes.values() if lane is answering)
+                if capacity > 0:
+                    ids = await asyncio.to_thread(
+                        self.claim, datetime.now(UTC), capacity, answering=answering
+                    )
+                    self.lanes.update(dict.fromkeys(ids, answering))
+                    self._backlog = self._backlog or len(ids) == capacity
+                    claimed += ids
         for server_id in claimed:
             target = self.targets.get(server_id) or await asyncio.to_thread(self._api_target, server_id)
             if target is None:
+                self.lanes.pop(server_id, None)
                 continue
             job = Job(server_id, target, limits_for(self.config.monitor, self._server_config(target.name)))
             task = asyncio.create_task(self._run(job))
@@ -163,13 +192,17 @@ class Scheduler:
             return None
         finally:
             self.in_flight.pop(job.server_id, None)
+            self.lanes.pop(job.server_id, None)
             if self._backlog and (self._refill is None or self._refill.done()):
                 # Claim what this poll's slot freed now, not at the next tick: one tick's claims
                 # would otherwise cap the rate at `poll_concurrency` polls a second.
                 self._refill = asyncio.get_running_loop().create_task(self.tick())
 
-    def claim(self, now: datetime, limit: int) -> list[int]:
-        """Take leases on up to `limit` due servers and move each one's next poll an interval on."""
+    def claim(self, now: datetime, limit: int, *, answering: bool | None = None) -> list[int]:
+        """Take leases on up to `limit` due servers and move each one's next poll an interval on.
+
+        `answering`: only servers whose last poll succeeded (True), only the others (False), or any.
+        """
         default = self.config.monitor.poll_interval
         with self.store.sessions.begin() as session:
             query = (
@@ -181,6 +214,9 @@ class Scheduler:
                 .order_by(Server.next_poll_at)
                 .limit(limit)
             )
+            proven = and_(Server.consecutive_failures == 0, Server.last_success_at.is_not(None))
+            if answering is not None:
+                query = query.where(proven if answering else not_(proven))
             if self._postgres:
                 query = query.with_for_update(skip_locked=True)
             servers = session.scalars(query).all()
@@ -195,7 +231,12 @@ class Scheduler:
                 server.lease_expires_at = (
                     now + timedelta(seconds=self.config.monitor.poll_timeout) + LEASE_MARGIN
                 )
-            return [server.id for server in servers]
+            claimed = [server.id for server in servers]
+        with self._soon_lock:  # a notification from now on asks for another poll, after the gap
+            for server_id in claimed:
+                self._soon.pop(server_id, None)
+                self._started[server_id] = time.monotonic()
+        return claimed
 
     def _api_target(self, server_id: int) -> Target | None:
         with self.store.sessions() as session:
@@ -204,19 +245,50 @@ class Scheduler:
                 return None
             transport: Literal["http", "sse"] = "sse" if server.transport == "sse" else "http"
             era: Literal["handshake", "modern"] = "modern" if server.era == "modern" else "handshake"
+            profiles = stored_profiles(server.client)
             return Target(
-                name=server.name, transport=transport, url=server.url, headers=server.headers or {}, era=era
+                name=server.name,
+                transport=transport,
+                url=server.url,
+                headers=server.headers or {},
+                era=era,
+                client=profiles[0],
+                views=tuple(profiles[1:]),
             )
 
-    def poll_soon(self, server_id: int) -> None:
-        """Make a server due now and tick at once (a list-changed notification arrived); any thread."""
+    def poll_soon(self, server_id: int, **marks: datetime) -> bool:
+        """Re-poll a server soon (a list-changed notification came), storing `marks` on its row; any thread.
+
+        Notifications are coalesced: while a re-poll is pending, another changes nothing (False, and
+        no write), and a re-poll starts no sooner than `list_changed_min_gap` after the server's last
+        poll began, so a server that floods notifications is polled at most that often.
+        """
+        gap = self.config.monitor.list_changed_min_gap
+        clock = time.monotonic()
+        with self._soon_lock:
+            pending = self._soon.get(server_id)
+            if pending is not None and clock < pending + self.config.monitor.poll_timeout + gap:
+                return False  # a re-poll is already pending (or another instance took it: it expires)
+            started = self._started.get(server_id)
+            wait = max(0.0, started + gap - clock) if started is not None else 0.0
+            self._soon[server_id] = clock + wait
+        due = datetime.now(UTC) + timedelta(seconds=wait)
         with self.store.sessions.begin() as session:
             session.execute(
-                update(Server).where(Server.id == server_id).values(next_poll_at=datetime.now(UTC))
+                update(Server)
+                .where(Server.id == server_id)
+                .values(
+                    next_poll_at=case(
+                        (or_(Server.next_poll_at.is_(None), Server.next_poll_at > due), due),
+                        else_=Server.next_poll_at,
+                    ),
+                    **marks,
+                )
             )
         loop = self.loop
-        if loop is not None:
+        if loop is not None and wait == 0:
             loop.call_soon_threadsafe(self._tick_now)
+        return True
 
     def _tick_now(self) -> None:
         task = asyncio.get_running_loop().create_task(self.tick())

@@ -14,7 +14,8 @@ from monitor.collect.client import Limits, Target
 from monitor.config import Config, ConfigError, MonitorSettings, ServerConfig
 from monitor.core.states import ServerOrigin
 
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+"""`${VAR}`, or `${VAR:-default}` (the default when VAR is unset or empty, as in a shell)."""
 
 
 def limits_for(settings: MonitorSettings, server: ServerConfig | None = None) -> Limits:
@@ -37,23 +38,32 @@ def target_for(config: Config, server: ServerConfig, environ: Mapping[str, str] 
 
     def expand(value: str, what: str) -> str:
         def lookup(match: re.Match[str]) -> str:
-            if match.group(1) not in env:
-                raise ConfigError(f"{where}: {what}: environment variable {match.group(1)} is not set")
-            expanded.append(env[match.group(1)])
-            return env[match.group(1)]
+            name, default = match.group(1), match.group(2)
+            if default is not None and not env.get(name):
+                return default
+            if name not in env:
+                raise ConfigError(f"{where}: {what}: environment variable {name} is not set")
+            expanded.append(env[name])
+            return env[name]
 
         return _VAR.sub(lookup, value)
 
+    url = expand(server.url, "url") if server.url else None
+    if url is not None and not re.match(r"^https?://", url):
+        raise ConfigError(f"{where}: url: must start with http:// or https:// once expanded")
     return Target(
         name=server.name,
         transport=server.transport,
-        url=expand(server.url, "url") if server.url else None,
+        url=url,
         headers={key: expand(value, f"headers.{key}") for key, value in server.headers.items()},
         command=server.command,
         args=tuple(expand(arg, "args") for arg in server.args),
         env={key: expand(value, f"env.{key}") for key, value in server.env.items()} or None,
         cwd=server.cwd,
         era=server.era,
+        sse_fallback=server.sse_fallback,
         secrets=tuple(expanded),
         origin=ServerOrigin.CONFIG,
+        client=server.client[0],
+        views=tuple(server.client[1:]),
     )

@@ -75,6 +75,9 @@ class WatchManager:
                     self.limits,
                     on_ready=lambda: self._mark(server_id, watch_connected_since=datetime.now(UTC)),
                     on_change=lambda: self._notified(server_id),
+                    on_ack=lambda honored: self.store.record_listen_ack(
+                        server_id, honored, datetime.now(UTC)
+                    ),
                 )
                 delay = BACKOFF_START
             except PollError as exc:
@@ -88,8 +91,8 @@ class WatchManager:
             delay = min(delay * 2, BACKOFF_CAP)
 
     def _notified(self, server_id: int) -> None:
-        self._mark(server_id, last_notification_at=datetime.now(UTC))
-        self.scheduler.poll_soon(server_id)
+        """One write for the notification and its re-poll; none while a re-poll is already pending."""
+        self.scheduler.poll_soon(server_id, last_notification_at=datetime.now(UTC))
 
     def _mark(self, server_id: int, **values: datetime | None) -> None:
         with self.store.sessions.begin() as session:

@@ -1,20 +1,39 @@
-"""The canonical form and fingerprint of a tool listing (SPEC section 2).
+"""The canonical form and fingerprint of a tool listing (SPEC section 2, fingerprint v2).
 
-Hosts and gateways compute the same fingerprint over the listing they cached, so this module
-imports nothing but the standard library and can be vendored as it is.
+The canonical form is RFC 8785 (the JSON Canonicalization Scheme): tools sorted by `name` in
+UTF-16 code-unit order, each without `_meta`, serialised as JCS in UTF-8. Hosts and gateways
+written in Go, Rust, TypeScript or Python reproduce it with a stock JCS library over the listing
+they cached (docs/fingerprint.md), which `json.dumps(sort_keys=True)` never allowed (`1.0` against
+`1`, `1e+16` against `10000000000000000`, astral-plane key order).
+
+The serialisation is the `rfc8785` package's (with `json.dumps` standing in where it provably
+writes the same text, which is most tool definitions, because it runs in C); this module adds only
+what SPEC section 2 says on top of it: numbers are read as IEEE-754 doubles the way `JSON.parse`
+reads them, so an integer beyond 2^53 becomes the nearest double first. It depends on nothing
+else of drift-monitor, so it can be vendored with `rfc8785` beside it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import rfc8785
+
 META_KEY = "_meta"
-SURROGATES = "surrogatepass"
-"""JSON may carry lone surrogates (`"\\ud800"`) that strict UTF-8 cannot encode; valid text is unaffected."""
+SAFE_INTEGER = 2**53 - 1
+"""The largest integer every JSON parser reads exactly; beyond it a JSON number is the nearest double."""
+
+
+class NotIJSONError(ValueError):
+    """A value RFC 8785 cannot serialise (not I-JSON): a lone surrogate, NaN or Infinity, or a
+    number beyond the double range. The message says where, as a JSON path such as
+    `tools[2].inputSchema.properties.x.maximum`."""
 
 
 def without_meta(tool: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -24,24 +43,92 @@ def without_meta(tool: Mapping[str, Any]) -> Mapping[str, Any]:
     return {key: value for key, value in tool.items() if key != META_KEY}
 
 
-def canonical_tool(tool: Mapping[str, Any]) -> str:
-    """One tool's canonical JSON: `_meta` removed, keys sorted, compact separators."""
-    return json.dumps(without_meta(tool), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def canonical_json(value: Any, where: str = "$") -> bytes:
+    """RFC 8785 of any JSON value, numbers read as doubles; `NotIJSONError` names the offending spot."""
+    return canonical_text(value, where).encode("utf-8")
+
+
+def canonical_text(value: Any, where: str = "$") -> str:
+    """`canonical_json` as text. Most tool definitions hold no fraction, exponent or huge integer and
+    no character at or above U+D800; for those, `json.dumps` with sorted keys writes exactly the
+    RFC 8785 text (same escapes, same integers, code-point key order equal to UTF-16 order), and
+    runs in C. Anything else goes through `rfc8785`."""
+    plain = _plain_json(value)
+    return plain if plain is not None else _jcs(value, where).decode("utf-8")
+
+
+_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_HIGH = re.compile("[\ud800-\U0010ffff]")
+"""Characters whose UTF-16 order may differ from code-point order, and lone surrogates."""
+_NOT_PLAIN = re.compile(r"\d[.eE]|\d{16}")
+"""Outside strings: a fraction or exponent (written differently by ECMAScript), or an integer
+that may lie beyond 2^53."""
+
+
+def _plain_json(value: Any) -> str | None:
+    try:
+        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    if not text.isascii() and _HIGH.search(text):
+        return None
+    if _NOT_PLAIN.search(_STRINGS.sub("", text)):  # what is left of the text once strings are out
+        return None
+    return text
+
+
+def _jcs(value: Any, where: str) -> bytes:
+    try:
+        return rfc8785.dumps(value)
+    except rfc8785.IntegerDomainError:
+        # Rare (an integer beyond 2^53): read every number as JSON.parse would, and try again.
+        pass
+    except (rfc8785.CanonicalizationError, UnicodeError) as exc:
+        raise NotIJSONError(_explain(value, where) or f"{where}: not I-JSON ({exc})") from None
+    try:
+        return rfc8785.dumps(as_doubles(value))
+    except (rfc8785.CanonicalizationError, UnicodeError, OverflowError) as exc:
+        raise NotIJSONError(_explain(value, where) or f"{where}: not I-JSON ({exc})") from None
+
+
+def as_doubles(value: Any) -> Any:
+    """`value` with every integer beyond 2^53 replaced by the nearest double (OverflowError past
+    the double range), as `JSON.parse` would have read it."""
+    if isinstance(value, bool) or value is None or isinstance(value, str | float):
+        return value
+    if isinstance(value, int):
+        return float(value) if abs(value) > SAFE_INTEGER else value
+    if isinstance(value, Mapping):
+        return {key: as_doubles(child) for key, child in value.items()}
+    if isinstance(value, list | tuple):
+        return [as_doubles(child) for child in value]
+    return value
+
+
+def canonical_tool(tool: Mapping[str, Any], where: str = "tool") -> str:
+    """One tool's canonical JSON: RFC 8785 of the tool without `_meta`."""
+    return canonical_text(without_meta(tool), where)
 
 
 def canonical_form(tools: Iterable[Mapping[str, Any]]) -> bytes:
-    """Exactly `json.dumps(sorted tools without _meta, sort_keys=True, separators=(",", ":"),
-    ensure_ascii=False)` in UTF-8, built from each tool's canonical JSON (a compact JSON array
-    is its elements joined by commas), so the per-tool forms double as content addresses."""
-    return _join(canonical_tool(tool) for tool in sorted(tools, key=lambda tool: tool["name"]))
+    """The exact UTF-8 bytes that are hashed: RFC 8785 of the tools sorted by name in UTF-16
+    code-unit order, each without `_meta`. A JCS array is its elements' JCS joined by commas, so
+    it is built from the per-tool forms, which double as the tools' content addresses."""
+    return CanonicalListing.of(tools).canonical
 
 
 def fingerprint(tools: Iterable[Mapping[str, Any]]) -> str:
     """Lowercase hex SHA-256 of the canonical form of the tool objects exactly as the server sent them.
 
     Pass the wire JSON, not an SDK model dump: models drop unknown fields and add defaults.
+    Raises `NotIJSONError` for a listing RFC 8785 cannot serialise.
     """
-    return _sha256(canonical_form(tools))
+    return CanonicalListing.of(tools).fingerprint
+
+
+def utf16_order(name: str) -> bytes:
+    """The sort key of UTF-16 code-unit order (JavaScript's default string order)."""
+    return name.encode("utf-16-be", "surrogatepass")
 
 
 @dataclass(frozen=True)
@@ -58,23 +145,72 @@ class CanonicalListing:
 
     @classmethod
     def of(cls, tools: Iterable[Mapping[str, Any]]) -> CanonicalListing:
-        by_name = {tool["name"]: tool for tool in tools}
-        forms = {name: canonical_tool(tool) for name, tool in by_name.items()}
-        ordered = (forms[name] for name in sorted(forms))
-        return cls(tools=by_name, forms=forms, fingerprint=_sha256(_join(ordered)))
+        by_name: dict[str, Mapping[str, Any]] = {}
+        forms: dict[str, str] = {}
+        for index, tool in enumerate(tools):
+            name = tool["name"]
+            by_name[name] = tool
+            forms[name] = canonical_tool(tool, f"tools[{index}]")
+        return cls(tools=by_name, forms=forms, fingerprint=_sha256(_join(forms)))
+
+    @property
+    def canonical(self) -> bytes:
+        return _join(self.forms)
 
     def tool_fingerprint(self, name: str) -> str:
-        return _sha256(self.forms[name].encode("utf-8", SURROGATES))
+        # JCS never holds a lone surrogate; a listing stored before v2 (on SQLite) may.
+        return _sha256(self.forms[name].encode("utf-8", "surrogatepass"))
 
 
 def tool_fingerprint(tool: Mapping[str, Any]) -> str:
     """SHA-256 of one tool's canonical JSON: the content address of a stored tool definition."""
-    return _sha256(canonical_tool(tool).encode("utf-8", SURROGATES))
+    return _sha256(canonical_tool(tool).encode("utf-8"))
 
 
-def _join(forms: Iterable[str]) -> bytes:
-    return ("[" + ",".join(forms) + "]").encode("utf-8", SURROGATES)
+def _join(forms: Mapping[str, str]) -> bytes:
+    ordered = (forms[name] for name in sorted(forms, key=utf16_order))
+    return ("[" + ",".join(ordered) + "]").encode("utf-8")
 
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def _explain(value: Any, where: str) -> str | None:
+    """The first spot in `value` that RFC 8785 cannot serialise, as a readable message."""
+    if isinstance(value, str):
+        return f"{where}: string holds a lone surrogate" if _lone_surrogate(value) else None
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where}: {value!r} is not a JSON number"
+    if isinstance(value, int):
+        if abs(value) > SAFE_INTEGER:
+            try:
+                float(value)
+            except OverflowError:
+                return f"{where}: number beyond the double range"
+        return None
+    if isinstance(value, Mapping):
+        for key, child in value.items():
+            if _lone_surrogate(key):
+                shown = key.encode("utf-8", "backslashreplace").decode()
+                return f"{where}: key {shown!r} holds a lone surrogate"
+            found = _explain(child, f"{where}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(value, list | tuple):
+        for index, child in enumerate(value):
+            found = _explain(child, f"{where}[{index}]")
+            if found:
+                return found
+    return None
+
+
+def _lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False

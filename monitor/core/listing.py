@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from monitor.core.ijson import ijson_problem
+
 Tool = dict[str, Any]
 
 HINT_DEFAULTS: dict[str, bool] = {
@@ -53,7 +55,11 @@ def parse_listing(data: Any) -> list[Tool]:
 
 
 def validate_tools(tools: list[Any]) -> list[Tool]:
-    """Check that every tool is an object with a unique string name; the tools come back unchanged."""
+    """Check that every tool is an object with a unique string name and the listing is I-JSON (no NaN,
+    infinity, out-of-range number or lone surrogate: SPEC section 2); the tools come back unchanged."""
+    problem = ijson_problem(tools, "tools")
+    if problem is not None:
+        raise ListingError(f"not I-JSON: {problem}")
     seen: dict[str, int] = {}
     for index, tool in enumerate(tools):
         where = f"tools[{index}]"
@@ -74,6 +80,11 @@ def load_listing(path: str | Path) -> list[Tool]:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ListingError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from exc
+    return read_listing(text, str(path))
+
+
+def read_listing(text: str, path: str) -> list[Tool]:
+    """Parse a listing's JSON text; every failure is a ListingError naming `path` (a file, or <stdin>)."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

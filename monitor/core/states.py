@@ -35,6 +35,8 @@ class PollErrorKind(enum.StrEnum):
     SERVER_ERROR = "server-error"
     PROCESS_EXIT = "process-exit"
     MALFORMED = "malformed"
+    STORAGE = "storage"
+    """The database refused to store what the server sent: recorded as a failed poll, never dropped."""
 
 
 class ServerStatus(enum.StrEnum):
@@ -50,3 +52,30 @@ class ServerOrigin(enum.StrEnum):
 
     CONFIG = "config"
     API = "api"
+
+
+class ApprovalMode(enum.StrEnum):
+    """Per server (SPEC section 10): what the decision point treats as approved."""
+
+    TOFU = "tofu"
+    """The first version seen is approved automatically (trust on first use)."""
+    REVIEW = "review"
+    """Nothing is approved until a person approves it."""
+    OFF = "off"
+    """No decisions for this server: every call is allowed."""
+
+
+class ApprovalAction(enum.StrEnum):
+    """An event of the approval history."""
+
+    APPROVE = "approve"
+    REVOKE = "revoke"
+    MODE = "mode"
+
+
+class DecisionKind(enum.StrEnum):
+    """The decision point's answer before a tool call, as hosts name their permission outcomes."""
+
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"

@@ -22,10 +22,14 @@ from sqlalchemy.orm import Session
 from monitor.config import Config, WebhookConfig
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.rules import TOOL_RULES, Check
+from monitor.core.rules.listings import LISTING_RULES
 from monitor.core.states import AlertState
+from monitor.notify import silences
+from monitor.notify.events import alert_event
 from monitor.notify.outbox import DEFAULT_EXPIRY, enqueue, wake_after_commit
 from monitor.notify.payloads import ALERT_OPENED, ALERT_RESOLVED, MAX_FINDINGS, alert_payload
 from monitor.store.db import insert
+from monitor.store.flapping import settled_changes
 from monitor.store.models import (
     Alert,
     AlertFinding,
@@ -35,7 +39,8 @@ from monitor.store.models import (
     Snapshot,
     ToolDefinition,
 )
-from monitor.store.polls import PollHook, RecordedPoll, Store, store_findings
+from monitor.store.polled import RecordedPoll
+from monitor.store.polls import PollHook, Store, store_findings
 
 _TOOL_CHECKS: dict[str, Check] = {rule.id: rule.check for rule in TOOL_RULES if rule.check}
 
@@ -50,6 +55,8 @@ class Alerting:
         base_url: str,
         min_severity: Severity | None = None,
         delivery_expiry: timedelta = DEFAULT_EXPIRY,
+        clear_for: timedelta = timedelta(seconds=15),
+        flapping_window: timedelta = timedelta(hours=1),
     ) -> None:
         self.webhooks = list(webhooks)
         self.base_url = base_url.rstrip("/")
@@ -58,6 +65,10 @@ class Alerting:
         )
         """Findings at or above this open alerts; by default the lowest any webhook wants."""
         self.delivery_expiry = delivery_expiry
+        self.clear_for = clear_for
+        """How long a re-checked condition must stay clear before its alert resolves: one full check."""
+        self.flapping_window = flapping_window
+        """A flapping server has settled once one listing has lasted this long."""
         self.on_enqueue: Callable[[], None] | None = None
         """Called after a transaction that enqueued deliveries commits (e.g. `Deliverer.notify`)."""
 
@@ -67,20 +78,75 @@ class Alerting:
             [config.monitor.alert_min_severity, *(webhook.min_severity for webhook in config.webhooks)],
             key=lambda s: s.rank,
         )
-        return cls(config.webhooks, base_url=config.monitor.public_url, min_severity=lowest)
+        return cls(
+            config.webhooks,
+            base_url=config.monitor.public_url,
+            min_severity=lowest,
+            clear_for=timedelta(seconds=config.monitor.session_check_interval),
+            flapping_window=timedelta(seconds=config.monitor.flapping_window),
+        )
 
     def after_poll(self, session: Session, poll: RecordedPoll) -> None:
-        """Poll hook: clear what the poll shows fixed, then raise what it found."""
+        """Poll hook: clear what the poll shows fixed, then raise what it found.
+
+        While the server flaps, its tool findings are stored but open no alerts: the one
+        `listing-flapping` alert stands for them until the server settles.
+        """
         undone: set[str] = set()
-        if poll.snapshot is not None and poll.was_failing:
-            resolve_matching(session, poll.server.id, "server-unreachable", now=poll.now, policy=self)
+        findings = list(poll.findings)
+        if poll.listen_honored:
+            resolve_matching(session, poll.server.id, "notifications-declined", now=poll.now, policy=self)
+        if poll.snapshot is not None:
+            if poll.was_failing:  # a healthy server's unchanged poll has no unreachable alert to clear
+                resolve_matching(session, poll.server.id, "server-unreachable", now=poll.now, policy=self)
             if poll.new_version:
                 undone = self._resolve_cleared(session, poll.server.id, poll.snapshot.listing_id, poll.now)
+                for rule in set(LISTING_RULES) - {f.rule for f in poll.findings}:  # a new version without it
+                    resolve_matching(session, poll.server.id, rule, now=poll.now, policy=self)
+            if poll.views_agree:  # every client view shows these tools alike again
+                for alert in session.scalars(
+                    select(Alert).where(
+                        Alert.server_id == poll.server.id,
+                        Alert.rule == "listing-varies-by-client",
+                        Alert.state.in_(AlertState.unresolved()),
+                    )
+                ):
+                    if alert.tool in poll.views_agree:
+                        resolve(session, alert, poll.now, policy=self)
             if poll.announced:  # the server announced this change: it does notify after all
                 resolve_matching(
                     session, poll.server.id, "listing-changed-silently", now=poll.now, policy=self
                 )
-        self.raise_findings(session, poll.server, poll.findings, now=poll.now, undone=undone)
+            findings += self._settle(session, poll.server.id, poll.snapshot, poll.now)
+        flapping = _open_alert(session, open_key(poll.server.id, "listing-flapping", None, None))
+        if flapping is not None or any(f.rule == "listing-flapping" for f in findings):
+            findings = [f for f in findings if f.rule not in _TOOL_CHECKS]
+        self.raise_findings(session, poll.server, findings, now=poll.now, undone=undone)
+
+    def _settle(
+        self, session: Session, server_id: int, current: Snapshot, now: datetime
+    ) -> list[FindingRecord]:
+        """Resolve `listing-flapping` once one listing has lasted the window, and return what the
+        flapping held back: the findings from before it began to where it settled, now stored."""
+        alert = _open_alert(session, open_key(server_id, "listing-flapping", None, None))
+        if alert is None or now - current.first_seen < self.flapping_window:
+            return []
+        resolve(session, alert, now, policy=self)
+        first = session.scalar(
+            select(FindingRecord)
+            .join(AlertFinding, AlertFinding.finding_id == FindingRecord.id)
+            .where(AlertFinding.alert_id == alert.id)
+            .order_by(FindingRecord.id)
+            .limit(1)
+        )
+        baseline = first.detail.get("baseline_version") if first and isinstance(first.detail, dict) else None
+        settled = (
+            settled_changes(session, server_id, baseline, current) if isinstance(baseline, int) else None
+        )
+        if settled is None:
+            return []
+        start, found = settled
+        return store_findings(session, server_id, found, now, from_snapshot=start.id, to_snapshot=current.id)
 
     def raise_findings(
         self,
@@ -100,7 +166,11 @@ class Alerting:
         resolved: flipping back is the fix, so it does not open the opposite alert as well.
         """
         groups: dict[tuple[str, str | None], list[FindingRecord]] = defaultdict(list)
+        muted = silences.muting(session, server.name, now)
         for record in findings:
+            if (silence := muted.match(record.tool, record.rule)) is not None:
+                record.silence_id = silence.id  # stored and shown as muted; no alert, no webhook
+                continue
             reverses = _change_key(record.tool, record.field, record.old, record.new) in undone
             if record.severity_rank >= self.min_severity.rank and not reverses:
                 groups[record.rule, record.tool].append(record)
@@ -134,9 +204,38 @@ class Alerting:
         alert = _open_alert(session, open_key(server.id, finding.rule, finding.tool, session_id))
         if alert is not None and alert.severity_rank >= finding.severity.rank:
             alert.last_seen_at = max(alert.last_seen_at, now)
+            alert.clear_since = None  # it came back before clearing for a full check: the same alert
             return
+        muted = silences.muting(session, server.name, now).match(finding.tool, finding.rule) is not None
+        if (muted or finding.severity.rank < self.min_severity.rank) and session.scalar(
+            select(FindingRecord.id)
+            .where(
+                FindingRecord.server_id == server.id,
+                FindingRecord.rule == finding.rule,
+                FindingRecord.message == finding.message,
+            )
+            .limit(1)
+        ):
+            return  # it opens no alert, and is stored already: not once more per check
         records = store_findings(session, server.id, [finding], now)
         self.raise_findings(session, server, records, now=now, session_id=session_id)
+
+    def clear_standing(
+        self, session: Session, server_id: int, rule: str, *, session_id: str, now: datetime
+    ) -> None:
+        """A re-checked condition found clear: its alert resolves once it has stayed clear for a full check.
+
+        The first clear check only notes the time; a later one at least `clear_for` after it resolves.
+        A condition that returns in between (`raise_standing`) keeps the same alert: one condition is
+        one alert, and a checker racing a heartbeat cannot turn it into open, resolved, open.
+        """
+        alert = _open_alert(session, open_key(server_id, rule, None, session_id))
+        if alert is None:
+            return
+        if alert.clear_since is None:
+            alert.clear_since = now
+        elif now - alert.clear_since >= self.clear_for:
+            resolve(session, alert, now, policy=self)
 
     def _resolve_cleared(self, session: Session, server_id: int, listing_id: int, now: datetime) -> set[str]:
         """Resolve tool alerts whose rule no longer fires from the listing they started at to this one.
@@ -200,6 +299,8 @@ def alerting_store(
         engine,
         attempts_kept=config.monitor.attempts_kept,
         unreachable_after=config.monitor.unreachable_after,
+        flapping_returns=config.monitor.flapping_returns,
+        flapping_window=timedelta(seconds=config.monitor.flapping_window),
         hooks=[*hooks, alerting],
     )
     return store, alerting
@@ -251,7 +352,8 @@ def open_or_attach(
         if alert_id is not None:
             alert = session.get_one(Alert, alert_id)
             session.add_all(AlertFinding(alert_id=alert.id, finding_id=f.id) for f in findings)
-            _announce(
+            alert_event(session, alert, server.name, "opened")
+            announce(
                 session, alert, server.name, ALERT_OPENED, policy.webhooks_for(severity.rank), now, policy
             )
             return alert
@@ -264,7 +366,8 @@ def resolve(session: Session, alert: Alert, now: datetime, *, policy: Alerting) 
         return
     alert.state, alert.resolved_at, alert.open_key = AlertState.RESOLVED, now, None
     server = session.get_one(Server, alert.server_id)
-    _announce(
+    alert_event(session, alert, server.name, "resolved")
+    announce(
         session, alert, server.name, ALERT_RESOLVED, policy.webhooks_for(alert.severity_rank), now, policy
     )
 
@@ -283,14 +386,6 @@ def resolve_matching(
     alert = _open_alert(session, open_key(server_id, rule, tool, session_id))
     if alert is not None:
         resolve(session, alert, now, policy=policy)
-    return alert
-
-
-def acknowledge(session: Session, alert_id: int, now: datetime) -> Alert | None:
-    """Mark an open alert as seen; it stays unresolved until its condition clears. None: no such alert."""
-    alert = session.get(Alert, alert_id, with_for_update=True)
-    if alert is not None and alert.state == AlertState.OPEN:
-        alert.state, alert.acknowledged_at = AlertState.ACKNOWLEDGED, now
     return alert
 
 
@@ -317,14 +412,15 @@ def _attach(
     """A repeat: no new webhook, except to webhooks that a worse severity now concerns."""
     session.add_all(AlertFinding(alert_id=alert.id, finding_id=f.id) for f in findings)
     alert.last_seen_at = max(alert.last_seen_at, now)
+    alert.clear_since = None
     if severity.rank > alert.severity_rank:
         previous = alert.severity_rank
         alert.severity, alert.severity_rank, alert.message = severity.value, severity.rank, message
         newly = [w for w in policy.webhooks_for(severity.rank) if w.min_severity.rank > previous]
-        _announce(session, alert, server.name, ALERT_OPENED, newly, now, policy)
+        announce(session, alert, server.name, ALERT_OPENED, newly, now, policy)
 
 
-def _announce(
+def announce(
     session: Session,
     alert: Alert,
     server: str,

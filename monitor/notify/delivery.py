@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 import uuid
 from collections.abc import Sequence
@@ -22,8 +23,10 @@ from sqlalchemy.orm import sessionmaker
 
 from monitor.config import Config, WebhookConfig
 from monitor.core.states import DeliveryState
+from monitor.metrics import DELIVERIES
 from monitor.notify.outbox import backoff_delay, parse_retry_after
 from monitor.notify.signing import key_from_env, sign
+from monitor.notify.sinks import with_routing_key
 from monitor.store.models import DeliveryAttempt, WebhookDelivery
 
 if TYPE_CHECKING:
@@ -80,6 +83,11 @@ class Deliverer:
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         self.webhooks = {webhook.name: webhook for webhook in webhooks}
         self._keys = {webhook.name: key_from_env(webhook) for webhook in webhooks}
+        self._routing_keys = {
+            webhook.name: os.environ.get(webhook.routing_key_env, "")
+            for webhook in webhooks
+            if webhook.routing_key_env
+        }
         self.owner = owner or f"deliverer-{uuid.uuid4().hex[:12]}"
         self.timeout = timeout
         self.lease = timedelta(seconds=lease)
@@ -180,6 +188,7 @@ class Deliverer:
             for row in rows:
                 if row.expires_at <= now:
                     row.state = DeliveryState.EXPIRED
+                    DELIVERIES.labels(row.webhook, "expired").inc()
                     log.warning("webhook %s: delivery %s expired undelivered", row.webhook, row.id)
                     continue
                 row.lease_owner = self.owner
@@ -207,6 +216,9 @@ class Deliverer:
     async def _attempt(self, transport: httpx.AsyncHTTPTransport, claim: _Claim) -> None:
         webhook = self.webhooks[claim.webhook]
         body = claim.body.encode("utf-8")
+        routing_key = self._routing_keys.get(webhook.name)
+        if routing_key:
+            body = with_routing_key(claim.body, routing_key)
         timestamp = int(time.time())
         headers = {
             "content-type": "application/json",
@@ -223,6 +235,8 @@ class Deliverer:
         error: str | None = None
         retry_after: float | None = None
         try:
+            if routing_key == "":
+                raise LookupError(f"{webhook.routing_key_env} (the PagerDuty routing key) is not set")
             request = httpx.Request(
                 "POST",
                 webhook.url,
@@ -251,14 +265,29 @@ class Deliverer:
                 "webhook %s: could not record attempt of %s; its lease will run out", webhook.name, claim.id
             )
             return
-        if result.ok:
-            log.info("webhook %s: delivered %s in %.0f ms", webhook.name, claim.id, result.latency_ms)
+        DELIVERIES.labels(webhook.name, "delivered" if result.ok else "failed").inc()
+        if state == DeliveryState.EXPIRED:
+            DELIVERIES.labels(webhook.name, "expired").inc()
+        if result.ok:  # routine (Alertmanager re-posts come every minute): counted, logged at DEBUG
+            log.debug("webhook %s: delivered %s in %.0f ms", webhook.name, claim.id, result.latency_ms)
         elif state == DeliveryState.PENDING and delay is not None:
             log.warning(
-                "webhook %s: %s failed (%s); retrying in %.1f s", webhook.name, claim.id, error, delay
+                "webhook %s: %s failed (%s); retrying in %.1f s",
+                webhook.name,
+                claim.id,
+                error,
+                delay,
+                extra={"event": "delivery.failed", "webhook": webhook.name, "delivery_id": claim.id},
             )
         else:
-            log.warning("webhook %s: %s failed (%s); now %s", webhook.name, claim.id, error, state)
+            log.warning(
+                "webhook %s: %s failed (%s); now %s",
+                webhook.name,
+                claim.id,
+                error,
+                state,
+                extra={"event": "delivery.failed", "webhook": webhook.name, "delivery_id": claim.id},
+            )
 
     def _record(self, claim: _Claim, result: _Result) -> tuple[str, float | None]:
         """Store the attempt and the delivery's next state; returns (state, seconds to the retry)."""

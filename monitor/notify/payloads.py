@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from monitor.config import WebhookConfig
+from monitor.core.ijson import json_safe
 from monitor.core.text import make_visible
+from monitor.notify.sinks import alertmanager_alerts, pagerduty_event
 from monitor.store.models import Alert, FindingRecord
 from monitor.store.records import AlertRecord, FindingFields
 
@@ -61,10 +63,18 @@ def render(webhook: WebhookConfig, payload: dict[str, Any]) -> str:
     """The exact body text for one webhook.
 
     ASCII-only JSON: server text may hold lone surrogates that UTF-8 cannot encode, and escaping
-    makes the signed bytes independent of any encoding step.
+    makes the signed bytes independent of any encoding step. Strict JSON: receivers' parsers reject
+    a bare `NaN`, so a non-finite number (only in data stored before listings were checked) is sent
+    as its name in a string.
     """
-    body = slack_message(payload) if webhook.format == "slack" else payload
-    return json.dumps(body, separators=(",", ":"))
+    body: Any = payload
+    if webhook.format == "slack":
+        body = slack_message(payload)
+    elif webhook.format == "alertmanager":
+        body = alertmanager_alerts(payload)
+    elif webhook.format == "pagerduty":
+        body = pagerduty_event(payload)
+    return json.dumps(json_safe(body), separators=(",", ":"), allow_nan=False)
 
 
 def slack_message(payload: dict[str, Any]) -> dict[str, Any]:

@@ -2,26 +2,40 @@
 
 Hosts cache `tools/list` at connect time. A session that still holds last week's fingerprint
 keeps gating (or not gating) tools by last week's claims, so the monitor compares every
-reported session with the server's current version and raises `session-stale` with the
-severity of the worst change the session missed.
+reported session with the server's current listing (the client view matching the capabilities
+the host declared, when it said) and raises `session-stale`, past the grace period or the
+listing's `ttlMs` if longer, with the severity of the worst change the session missed.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from monitor.core.diff import diff_listings
 from monitor.core.findings import Finding
+from monitor.core.fingerprint import NotIJSONError
 from monitor.core.fingerprint import fingerprint as listing_fingerprint
 from monitor.core.listing import ListingError, validate_tools
 from monitor.core.rules import servers as rules
 from monitor.notify import alerts
-from monitor.store.models import HostSession, Listing, ListingTool, Server, Snapshot, ToolDefinition
+from monitor.store.models import (
+    ClientView,
+    HostSession,
+    Listing,
+    ListingTool,
+    Server,
+    Snapshot,
+    ToolDefinition,
+)
 from monitor.store.records import SessionRecord
+from monitor.store.views import current_views
 
 
 class SessionError(ValueError):
@@ -43,7 +57,7 @@ def _reported_fingerprint(fingerprint: str | None, tools: list[dict[str, Any]] |
     if tools is not None:
         try:
             return listing_fingerprint(validate_tools(tools))
-        except ListingError as exc:
+        except (ListingError, NotIJSONError) as exc:
             raise SessionError(f"tools: {exc}") from None
     if fingerprint is not None and (
         len(fingerprint) != 64 or any(c not in "0123456789abcdef" for c in fingerprint)
@@ -62,8 +76,12 @@ def register_session(
     fingerprint: str | None,
     tools: list[dict[str, Any]] | None,
     now: datetime,
+    client_capabilities: dict[str, Any] | None = None,
 ) -> HostSession:
-    """Create or replace the report of one session; it must carry a fingerprint or the tools."""
+    """Create or replace the report of one session; it must carry a fingerprint or the tools.
+
+    `client_capabilities`, what the host declared to the server, picks the client view the
+    session is compared with (a server may show hosts that declare sampling more tools)."""
     reported = _reported_fingerprint(fingerprint, tools)
     if reported is None:
         raise SessionError("a session report needs a fingerprint or the tools it cached")
@@ -75,6 +93,7 @@ def register_session(
         host = HostSession(server_id=row.id, session_id=session_id)
         session.add(host)
     host.client = client
+    host.client_capabilities = client_capabilities
     host.connected_at = connected_at
     host.last_heartbeat_at = now
     if host.fingerprint != reported:
@@ -124,6 +143,59 @@ def close_session(
     return True
 
 
+@dataclass(frozen=True)
+class Current:
+    """The listing a session is compared with: its view's current one, since when, and its TTL."""
+
+    since: datetime
+    fingerprint: str
+    listing_id: int
+    grace: timedelta
+    """The session grace, or the listing's `ttlMs` when longer: a host may lawfully keep it that long."""
+
+
+class Currents:
+    """The current listing per (server, client view), read once per pass over the sessions."""
+
+    def __init__(self, session: Session, grace: timedelta) -> None:
+        self.session = session
+        self.grace = grace
+        self.cache: dict[tuple[int, str | None], Current | None] = {}
+
+    def of(self, server: Server, host: HostSession) -> Current | None:
+        view = self._view(server, host)
+        key = (server.id, view.profile if view is not None else None)
+        if key not in self.cache:
+            grace = max(self.grace, timedelta(milliseconds=server.ttl_ms or 0))
+            if view is not None:
+                fingerprint = self.session.scalar(
+                    select(Listing.fingerprint).where(Listing.id == view.listing_id)
+                )
+                assert fingerprint is not None
+                self.cache[key] = Current(view.first_seen, fingerprint, view.listing_id, grace)
+            else:
+                row = _current(self.session, server.id)
+                self.cache[key] = (
+                    Current(row[0].first_seen, row[1], row[0].listing_id, grace) if row else None
+                )
+        return self.cache[key]
+
+    def _view(self, server: Server, host: HostSession) -> ClientView | None:
+        """The client view that declared what the host declared (and, among several, the one whose
+        client name the host's starts with); None: compare with the server's versions."""
+        if host.client_capabilities is None:
+            return None
+        declared = set(host.client_capabilities)
+        matching = [
+            view
+            for view in current_views(self.session, server.id)
+            if set(view.client.get("capabilities") or {}) == declared
+        ]
+        named = [v for v in matching if host.client and host.client.startswith(str(v.client.get("name")))]
+        found = named or matching
+        return found[0] if found else None
+
+
 def _current(session: Session, server_id: int) -> tuple[Snapshot, str] | None:
     row = session.execute(
         select(Snapshot, Listing.fingerprint)
@@ -135,11 +207,44 @@ def _current(session: Session, server_id: int) -> tuple[Snapshot, str] | None:
     return (row[0], row[1]) if row else None
 
 
-def _stale_since(host: HostSession, current: tuple[Snapshot, str] | None) -> datetime | None:
-    """When the session started lagging: the later of its report and the current version's start."""
-    if current is None or current[1] == host.fingerprint:
+def _currents(session: Session) -> dict[int, tuple[Snapshot, str]]:
+    """Every server's newest version and its fingerprint, in one statement."""
+    newest = (
+        select(Snapshot.server_id, func.max(Snapshot.version).label("version"))
+        .group_by(Snapshot.server_id)
+        .subquery()
+    )
+    rows = session.execute(
+        select(Snapshot, Listing.fingerprint)
+        .join(Listing, Listing.id == Snapshot.listing_id)
+        .join(newest, (newest.c.server_id == Snapshot.server_id) & (newest.c.version == Snapshot.version))
+    ).all()
+    return {snapshot.server_id: (snapshot, fingerprint) for snapshot, fingerprint in rows}
+
+
+def _stale_since(host: HostSession, current: Current | None) -> datetime | None:
+    """When the session started lagging: the later of its report and the current listing's start."""
+    if current is None or current.fingerprint == host.fingerprint:
         return None
-    return max(host.fingerprint_since, current[0].first_seen)
+    return max(host.fingerprint_since, current.since)
+
+
+def _lagging_since(
+    fingerprint: str, reported_at: datetime, current: tuple[Snapshot, str] | None
+) -> datetime | None:
+    if current is None or current[1] == fingerprint:
+        return None
+    return max(reported_at, current[0].first_seen)
+
+
+def count_stale(session: Session, *, now: datetime, grace: timedelta) -> int:
+    """How many sessions `list_sessions(stale_only=True)` would list, reading only three columns."""
+    rows = session.execute(
+        select(HostSession.server_id, HostSession.fingerprint, HostSession.fingerprint_since)
+    ).all()
+    currents = _currents(session) if rows else {}
+    lagging = (_lagging_since(fp, reported, currents.get(server_id)) for server_id, fp, reported in rows)
+    return sum(1 for since in lagging if since is not None and now - since > grace)
 
 
 def list_sessions(
@@ -148,13 +253,11 @@ def list_sessions(
     """Every reported session, stale ones first, then the oldest connection first."""
     views = []
     rows = session.execute(select(HostSession, Server).join(Server, Server.id == HostSession.server_id)).all()
-    currents: dict[int, tuple[Snapshot, str] | None] = {}
+    currents = Currents(session, grace)
     for host, server in rows:
-        if server.id not in currents:
-            currents[server.id] = _current(session, server.id)
-        current = currents[server.id]
+        current = currents.of(server, host)
         since = _stale_since(host, current)
-        stale = since is not None and now - since > grace
+        stale = since is not None and current is not None and now - since > current.grace
         if stale_only and not stale:
             continue
         views.append(
@@ -162,10 +265,11 @@ def list_sessions(
                 server=server.name,
                 session_id=host.session_id,
                 client=host.client,
+                client_capabilities=host.client_capabilities,
                 connected_at=host.connected_at,
                 last_heartbeat_at=host.last_heartbeat_at,
                 fingerprint=host.fingerprint,
-                current_fingerprint=current[1] if current else None,
+                current_fingerprint=current.fingerprint if current else None,
                 stale=stale,
                 stale_since=since if stale else None,
             )
@@ -184,14 +288,40 @@ def _listing_tools(session: Session, listing_id: int) -> list[dict[str, Any]]:
     )
 
 
-def missed_changes(session: Session, held: str, current_listing_id: int) -> list[Finding] | None:
-    """What a session holding listing `held` misses, or None when the monitor never saw that listing."""
+MISSED_CACHE_SIZE = 256
+"""Listing pairs whose diff the session checker keeps: a session that holds an old listing for days
+is re-checked every interval, and listings are content-addressed, so their diff never changes."""
+
+_missed: OrderedDict[tuple[str, str], list[Finding]] = OrderedDict()
+_missed_lock = threading.Lock()
+
+
+def missed_changes(
+    session: Session, held: str, current_listing_id: int, current: str | None = None
+) -> list[Finding] | None:
+    """What a session holding listing `held` misses, or None when the monitor never saw that listing.
+
+    Diffed once per pair of listings (by fingerprint, `current` when the caller knows it) and then
+    answered from a bounded cache, so a stale session costs one diff, not one per check.
+    """
+    key = (held, current) if current is not None else None
+    if key is not None:
+        with _missed_lock:
+            if key in _missed:
+                _missed.move_to_end(key)
+                return list(_missed[key])
     old_id = session.scalar(select(Listing.id).where(Listing.fingerprint == held))
     if old_id is None:
         return None
-    return diff_listings(
+    findings = diff_listings(
         _listing_tools(session, old_id), _listing_tools(session, current_listing_id)
     ).findings
+    if key is not None:
+        with _missed_lock:
+            _missed[key] = findings
+            while len(_missed) > MISSED_CACHE_SIZE:
+                _missed.popitem(last=False)
+    return list(findings)
 
 
 def check_sessions(
@@ -203,34 +333,40 @@ def check_sessions(
     expiry: timedelta,
     policy: alerts.Alerting,
 ) -> None:
-    """Expire silent sessions, and open or resolve `session-stale` and `session-long-lived` alerts."""
+    """Expire silent sessions, and open or resolve `session-stale` and `session-long-lived` alerts.
+
+    `session-stale` resolves only once the session has been seen current for a full check
+    (`Alerting.clear_standing`), so a condition checked every few seconds is one alert, not a stream.
+    """
     expired = session.execute(
         select(HostSession, Server)
         .join(Server, Server.id == HostSession.server_id)
         .where(HostSession.last_heartbeat_at < now - expiry)
     ).all()
     for host, server in expired:
-        _resolve_session_alerts(session, server, host.session_id, now, policy)
+        # Going silent is no sign of catching up: a stale session's alert stays open (until the host
+        # reports the current listing again, or a person resolves it); being long-lived has ended.
+        alerts.resolve_matching(
+            session, server.id, "session-long-lived", session_id=host.session_id, now=now, policy=policy
+        )
     if expired:
         session.execute(delete(HostSession).where(HostSession.id.in_([host.id for host, _ in expired])))
     rows = session.execute(select(HostSession, Server).join(Server, Server.id == HostSession.server_id)).all()
-    currents: dict[int, tuple[Snapshot, str] | None] = {}
+    currents = Currents(session, grace)
     for host, server in rows:
-        if server.id not in currents:
-            currents[server.id] = _current(session, server.id)
-        current = currents[server.id]
+        current = currents.of(server, host)
         since = _stale_since(host, current)
-        lagging = since is not None and current is not None and now - since > grace
+        lagging = since is not None and current is not None and now - since > current.grace
         missed = (
-            missed_changes(session, host.fingerprint, current[0].listing_id) if lagging and current else []
+            missed_changes(session, host.fingerprint, current.listing_id, current.fingerprint)
+            if lagging and current
+            else []
         )
         if missed != []:  # a list of what it missed, or None: a listing the monitor never saw
             stale = rules.session_stale(server.name, host.session_id, host.client, missed)
             policy.raise_standing(session, server, stale, session_id=host.session_id, now=now)
         else:
-            alerts.resolve_matching(
-                session, server.id, "session-stale", session_id=host.session_id, now=now, policy=policy
-            )
+            policy.clear_standing(session, server.id, "session-stale", session_id=host.session_id, now=now)
         if now - host.connected_at > max_age:
             long_lived = rules.session_long_lived(server.name, host.session_id, host.connected_at, max_age)
             policy.raise_standing(session, server, long_lived, session_id=host.session_id, now=now)

@@ -21,7 +21,8 @@ from sqlalchemy.orm import Session
 
 from monitor.store.marks import write_marks
 from monitor.store.models import Listing, Server, Snapshot
-from monitor.store.polls import PollOutcome, Store, SuccessfulPoll
+from monitor.store.polled import PollOutcome, SuccessfulPoll
+from monitor.store.polls import Store
 
 CHUNK = 500
 """Servers per `IN (...)` list."""
@@ -31,7 +32,8 @@ def record_unchanged(store: Store, polls: Sequence[SuccessfulPoll]) -> list[Poll
     """Record, in one transaction, every poll in `polls` that saw its server's current listing.
 
     Returns an outcome per poll, in order; None for a poll that was not recorded (its listing
-    changed, or its server has no version yet or is gone): record those with `Store.record`.
+    changed, it is not `compact`, or its server has no version yet or is gone): record those with
+    `Store.record`.
     """
     if not polls:
         return []
@@ -43,7 +45,8 @@ def record_unchanged(store: Store, polls: Sequence[SuccessfulPoll]) -> list[Poll
         for poll in polls:
             server = servers.get(poll.server_id)
             version = current.get(poll.server_id)
-            if server is None or version is None or version[1] != poll.listing.fingerprint:
+            unchanged = version is not None and version[1] == poll.listing.fingerprint
+            if server is None or version is None or not unchanged or not poll.compact:
                 outcomes.append(None)
                 continue
             outcome, row = store.record_unchanged(session, server, version[0], poll)

@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import (
-    JSON,
     BigInteger,
     Boolean,
     DateTime,
@@ -26,10 +25,12 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-JSONValue = JSON().with_variant(JSONB(), "postgresql")
+from monitor.store.columns import SafeText, StoredJSON
+
+JSONValue = StoredJSON()
+"""JSON on SQLite, jsonb on PostgreSQL; a NUL character survives both (see `columns`)."""
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -109,6 +110,15 @@ class Server(Base):
     """When the watch session last received a tools list-changed notification."""
     polls_marked: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     """Unchanged polls recorded as compact marks so far: the next one's slot in the server's ring."""
+    approval: Mapped[str] = mapped_column(String(10), default="tofu", server_default="tofu")
+    """`tofu`, `review` or `off` (SPEC section 10): what the decision point treats as approved."""
+    client: Mapped[Any | None]
+    """The client profiles of a server registered over the API (`[{name, version, capabilities}]`)."""
+    ttl_ms: Mapped[int | None] = mapped_column(BigInteger)
+    """The current listing's `ttlMs` (2026-07-28): hosts may keep it this long. Outside the fingerprint."""
+    cache_scope: Mapped[str | None] = mapped_column(String(20))
+    tools_list_changed_honored: Mapped[bool | None] = mapped_column(Boolean)
+    """Whether the watch session's `subscriptions/listen` acknowledgement kept `toolsListChanged`."""
 
     __table_args__ = (Index("ix_servers_next_poll_at", "next_poll_at"),)
 
@@ -120,7 +130,7 @@ class ToolDefinition(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     fingerprint: Mapped[str] = mapped_column(String(64), unique=True)
-    name: Mapped[str] = mapped_column(Text)
+    name: Mapped[str] = mapped_column(SafeText)
     definition: Mapped[dict[str, Any]]
 
     __table_args__ = (Index("ix_tool_definitions_name", "name"),)
@@ -164,6 +174,8 @@ class Snapshot(Base):
     poll_count: Mapped[int] = mapped_column(Integer, default=1)
     protocol_version: Mapped[str | None] = mapped_column(String(40))
     server_info: Mapped[dict[str, Any] | None]
+    validation_errors: Mapped[Any | None]
+    """Why hosts would reject this listing (MCP schema violations), or None when it is valid."""
 
     __table_args__ = (
         UniqueConstraint("server_id", "version", name="uq_snapshots_server_id_version"),
@@ -186,12 +198,15 @@ class FindingRecord(Base):
     rule: Mapped[str] = mapped_column(String(64))
     severity: Mapped[str] = mapped_column(String(10))
     severity_rank: Mapped[int]
-    tool: Mapped[str | None] = mapped_column(Text)
-    field: Mapped[str | None] = mapped_column(Text)
+    tool: Mapped[str | None] = mapped_column(SafeText)
+    field: Mapped[str | None] = mapped_column(SafeText)
     old: Mapped[Any | None]
     new: Mapped[Any | None]
-    message: Mapped[str] = mapped_column(Text)
+    message: Mapped[str] = mapped_column(SafeText)
     detail: Mapped[Any | None]
+    silence_id: Mapped[int | None]
+    """The silence (`silences.id`; silences end, they are never deleted) that muted this finding when
+    it was found: stored and shown, but it opened no alert."""
 
     __table_args__ = (
         Index("ix_findings_server_id_detected_at", "server_id", "detected_at"),
@@ -214,6 +229,12 @@ class PollAttempt(Base):
     error: Mapped[str | None] = mapped_column(Text)
     snapshot_id: Mapped[int | None] = mapped_column(ForeignKey("snapshots.id", ondelete="SET NULL"))
     pages: Mapped[int | None]
+    raw_payload: Mapped[str | None] = mapped_column(Text)
+    """For a listing that could not be read: the start of what the server sent, for review."""
+    ttl_ms: Mapped[int | None] = mapped_column(BigInteger)
+    cache_scope: Mapped[str | None] = mapped_column(String(20))
+    refetches: Mapped[int | None]
+    """How often the listing was fetched again from its first page because its pages straddled a change."""
 
     __table_args__ = (Index("ix_poll_attempts_server_id_ok_id", "server_id", "ok", "id"),)
 
@@ -249,17 +270,24 @@ class Alert(Base):
     rule: Mapped[str] = mapped_column(String(64))
     severity: Mapped[str] = mapped_column(String(10))
     severity_rank: Mapped[int]
-    tool: Mapped[str | None] = mapped_column(Text)
-    session_id: Mapped[str | None] = mapped_column(Text)
+    tool: Mapped[str | None] = mapped_column(SafeText)
+    session_id: Mapped[str | None] = mapped_column(SafeText)
     state: Mapped[str] = mapped_column(String(12))
     """open, acknowledged or resolved."""
-    open_key: Mapped[str | None] = mapped_column(Text, unique=True)
+    open_key: Mapped[str | None] = mapped_column(SafeText, unique=True)
     """`server_id/rule/sha256(tool, session)` while the alert is unresolved, NULL after: no alert storms."""
-    message: Mapped[str] = mapped_column(Text)
+    message: Mapped[str] = mapped_column(SafeText)
     opened_at: Mapped[datetime]
     last_seen_at: Mapped[datetime]
     acknowledged_at: Mapped[datetime | None]
     resolved_at: Mapped[datetime | None]
+    clear_since: Mapped[datetime | None]
+    """When a re-checked condition was first seen clear; it resolves once clear for a full check."""
+    acknowledged_by: Mapped[str | None] = mapped_column(Text)
+    ack_note: Mapped[str | None] = mapped_column(Text)
+    resolved_by: Mapped[str | None] = mapped_column(Text)
+    """Who resolved it by hand; None when its condition cleared."""
+    resolve_note: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         Index("ix_alerts_state_opened_at", "state", "opened_at"),
@@ -321,13 +349,108 @@ class HostSession(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     server_id: Mapped[int] = mapped_column(ForeignKey("servers.id", ondelete="CASCADE"))
     session_id: Mapped[str] = mapped_column(String(200))
-    client: Mapped[str | None] = mapped_column(Text)
+    client: Mapped[str | None] = mapped_column(SafeText)
     connected_at: Mapped[datetime]
     last_heartbeat_at: Mapped[datetime]
     fingerprint: Mapped[str] = mapped_column(String(64))
     fingerprint_since: Mapped[datetime]
     """When the session reported its current fingerprint: the grace period counts from here."""
+    client_capabilities: Mapped[dict[str, Any] | None]
+    """The capabilities the host declared to the server: the session is compared with that view."""
 
     __table_args__ = (
         UniqueConstraint("server_id", "session_id", name="uq_host_sessions_server_id_session_id"),
+    )
+
+
+class Approval(Base):
+    """One event of the approval history, kept forever: a tool approved as one definition, a tool's
+    approval revoked, or the server's approval mode changed (`tool` NULL). The newest event of a
+    tool is its approval state."""
+
+    __tablename__ = "approvals"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    server_id: Mapped[int] = mapped_column(ForeignKey("servers.id", ondelete="CASCADE"))
+    action: Mapped[str] = mapped_column(String(10))
+    """approve, revoke or mode."""
+    tool: Mapped[str | None] = mapped_column(SafeText)
+    version: Mapped[int | None]
+    """The server version whose definition of the tool was approved."""
+    definition_fingerprint: Mapped[str | None] = mapped_column(String(64))
+    """The approved definition (a `tool_definitions` fingerprint)."""
+    mode: Mapped[str | None] = mapped_column(String(10))
+    """For a mode event: the new mode."""
+    actor: Mapped[str] = mapped_column(SafeText)
+    note: Mapped[str] = mapped_column(SafeText)
+    created_at: Mapped[datetime]
+
+    __table_args__ = (Index("ix_approvals_server_id_tool_id", "server_id", "tool", "id"),)
+
+
+class DecisionRecord(Base):
+    """A non-allow answer of the decision point, kept for review (the newest few per server)."""
+
+    __tablename__ = "decisions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    server_id: Mapped[int] = mapped_column(ForeignKey("servers.id", ondelete="CASCADE"))
+    tool: Mapped[str] = mapped_column(SafeText)
+    decided_at: Mapped[datetime]
+    decision: Mapped[str] = mapped_column(String(5))
+    reason_code: Mapped[str] = mapped_column(String(40))
+    reason: Mapped[str] = mapped_column(SafeText)
+    rule: Mapped[str | None] = mapped_column(String(64))
+    severity: Mapped[str | None] = mapped_column(String(10))
+    approved_version: Mapped[int | None]
+    current_version: Mapped[int | None]
+    stale_listing: Mapped[bool] = mapped_column(Boolean)
+    session_id: Mapped[str | None] = mapped_column(String(200))
+    client: Mapped[str | None] = mapped_column(SafeText)
+
+    __table_args__ = (
+        Index("ix_decisions_server_id_id", "server_id", "id"),
+        Index("ix_decisions_decided_at", "decided_at"),
+    )
+
+
+class Silence(Base):
+    """A mute, as in Alertmanager: findings matching server, tool and rule open no alert until `ends_at`.
+
+    A field left None matches anything. Muted findings are still stored (marked with the silence);
+    a silence that ends resolves nothing by itself.
+    """
+
+    __tablename__ = "silences"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    server: Mapped[str | None] = mapped_column(String(200))
+    tool: Mapped[str | None] = mapped_column(SafeText)
+    rule: Mapped[str | None] = mapped_column(String(64))
+    ends_at: Mapped[datetime]
+    created_by: Mapped[str] = mapped_column(SafeText)
+    reason: Mapped[str] = mapped_column(SafeText)
+    created_at: Mapped[datetime]
+
+    __table_args__ = (Index("ix_silences_ends_at", "ends_at"),)
+
+
+class ClientView(Base):
+    """What one client profile of a server was shown: a span of polls that saw one listing, as a
+    snapshot is for the server's primary profile. Views of one server are compared with each other."""
+
+    __tablename__ = "client_views"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    server_id: Mapped[int] = mapped_column(ForeignKey("servers.id", ondelete="CASCADE"))
+    profile: Mapped[str] = mapped_column(String(200))
+    client: Mapped[dict[str, Any]]
+    listing_id: Mapped[int] = mapped_column(ForeignKey("listings.id"))
+    first_seen: Mapped[datetime]
+    last_seen: Mapped[datetime]
+    poll_count: Mapped[int]
+
+    __table_args__ = (
+        Index("ix_client_views_server_id_profile_first_seen", "server_id", "profile", "first_seen"),
+        Index("ix_client_views_listing_id", "listing_id"),
     )

@@ -1,27 +1,31 @@
 """The poll transaction: one transaction per poll, content-addressed listings, versions as spans.
 
 Every write of one poll (tool definitions, listing, snapshot span, findings, attempt, server
-state) commits together or not at all, so a crash mid-poll leaves no half snapshot.
+state) commits together or not at all, so a crash mid-poll leaves no half snapshot. Unchanged
+polls are compact marks, and may share a transaction (`monitor.store.batch`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from monitor.config import ServerConfig
-from monitor.core.diff import diff_changes
-from monitor.core.findings import Finding, Severity, ToolChange
+from monitor.core.clients import ClientProfile
+from monitor.core.findings import Finding
 from monitor.core.fingerprint import CanonicalListing
-from monitor.core.rules import servers
+from monitor.core.rules import listings, servers
 from monitor.core.rules.servers import WatchState
-from monitor.core.states import ServerOrigin
+from monitor.core.rules.views import notifications_declined
+from monitor.core.states import ApprovalMode, ServerOrigin
+from monitor.store.approvals import set_mode
 from monitor.store.db import insert as _insert
+from monitor.store.flapping import returns_since
+from monitor.store.listings import NO_META, diff_against, store_listing
 from monitor.store.marks import mark, write_marks
 from monitor.store.models import (
     FindingRecord,
@@ -32,65 +36,15 @@ from monitor.store.models import (
     Snapshot,
     ToolDefinition,
 )
-
-T = TypeVar("T")
-
-
-@dataclass
-class PollOutcome:
-    """What one recorded poll did, for the command line and the alerting that follows."""
-
-    server: str
-    ok: bool
-    tool_count: int = 0
-    fingerprint: str | None = None
-    version: int | None = None
-    new_version: bool = False
-    findings: list[Finding] = field(default_factory=list)
-    error_kind: str | None = None
-    error: str | None = None
-
-    @property
-    def worst(self) -> Severity | None:
-        return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
-
-
-@dataclass(frozen=True)
-class RecordedPoll:
-    """One poll as its transaction recorded it: what the poll hooks act on, before it commits."""
-
-    server: Server
-    now: datetime
-    findings: Sequence[FindingRecord]
-    """Every finding this poll stored: the diff's, and the server rules' (unreachable, silent change)."""
-    snapshot: Snapshot | None = None
-    """The version the poll saw; None when the poll failed."""
-    new_version: bool = False
-    announced: bool | None = None
-    """For a new version: whether the watch session was told of the change (None: no session covered it)."""
-    was_failing: bool = True
-    """Whether the server's previous poll failed: only then can a success resolve `server-unreachable`
-    (False lets an unchanged poll of a healthy server skip looking for one)."""
-
-    @property
-    def ok(self) -> bool:
-        return self.snapshot is not None
-
-
-@dataclass(frozen=True)
-class SuccessfulPoll:
-    """A fetched, validated listing of one server, waiting to be recorded."""
-
-    server_id: int
-    listing: CanonicalListing
-    started_at: datetime
-    finished_at: datetime
-    pages: int
-    protocol_version: str
-    server_info: dict[str, Any] | None
-    capabilities: dict[str, Any]
-    list_changed_advertised: bool
-    metas: dict[str, Any] = field(default_factory=dict)
+from monitor.store.polled import (
+    CacheHints,
+    PollOutcome,
+    PreparedDiff,
+    RecordedPoll,
+    SuccessfulPoll,
+    succeeded,
+)
+from monitor.store.views import View, ViewComparison, record_views
 
 
 class PollHook(Protocol):
@@ -107,12 +61,15 @@ class Store:
         *,
         attempts_kept: int = 100,
         unreachable_after: int = 3,
+        flapping_returns: int = 3,
+        flapping_window: timedelta = timedelta(hours=1),
         hooks: Sequence[PollHook] = (),
     ) -> None:
         self.engine = engine
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         self.attempts_kept = attempts_kept
         self.unreachable_after = unreachable_after
+        self.flapping_returns, self.flapping_window = flapping_returns, flapping_window
         self.hooks = list(hooks)
 
     def _run_hooks(self, session: Session, poll: RecordedPoll) -> None:
@@ -146,6 +103,15 @@ class Store:
                 server.url = config.url
                 server.command = config.command
                 server.era = config.era
+                set_mode(
+                    session,
+                    server,
+                    ApprovalMode(config.approval),
+                    actor="config file",
+                    note="approval mode from the config file",
+                    now=now,
+                )
+                server.client = [profile.model_dump() for profile in config.client]
                 session.flush()
                 ids[config.name] = server.id
         return ids
@@ -163,26 +129,48 @@ class Store:
         capabilities: dict[str, Any],
         list_changed_advertised: bool,
         metas: dict[str, Any] | None = None,
+        validation_errors: Sequence[str] = (),
+        client: ClientProfile | None = None,
+        views: Sequence[View] = (),
+        cache: CacheHints | None = None,
+        prepared: PreparedDiff | None = None,
     ) -> PollOutcome:
-        """Store a successful poll: a new version only when the listing changed."""
+        """Store a successful poll: a new version only when the listing changed.
+
+        A listing that breaks the MCP schema (`validation_errors`) is stored like any other, marked
+        with the errors, and raises `listing-invalid`: what hosts reject is exactly what to review.
+        `client` is the profile the listing was polled as (its view is kept too); `views` the
+        other profiles' listings, compared with it; `cache` the listing's 2026-07-28 caching hints.
+        `prepared` (from `prepare_diff`) spares the transaction the diff when the server's current
+        version is still the one it was computed against; otherwise the diff is computed here.
+        """
         return self.record(
             SuccessfulPoll(
                 server_id,
                 listing,
-                started_at=started_at,
-                finished_at=finished_at,
-                pages=pages,
-                protocol_version=protocol_version,
-                server_info=server_info,
-                capabilities=capabilities,
-                list_changed_advertised=list_changed_advertised,
-                metas=metas or {},
+                started_at,
+                finished_at,
+                pages,
+                protocol_version,
+                server_info,
+                capabilities,
+                list_changed_advertised,
+                metas or {},
+                tuple(validation_errors),
+                client,
+                tuple(views),
+                cache or CacheHints(),
+                prepared,
             )
         )
 
     def record(self, poll: SuccessfulPoll) -> PollOutcome:
-        """Store a successful poll in its own transaction: a new version only when the listing changed."""
-        server_id, listing, finished_at = poll.server_id, poll.listing, poll.finished_at
+        """Store a successful poll in its own transaction: a new version only when the listing changed.
+
+        An unchanged `compact` poll is a mark; any other (further client views, cache hints) keeps
+        its attempt row and view spans as it always did."""
+        server_id, listing, finished_at, cache = poll.server_id, poll.listing, poll.finished_at, poll.cache
+        metas, client, prepared = poll.metas, poll.client, poll.prepared
         with self.sessions.begin() as session:
             server = _lock_server(session, server_id)
             previous = session.execute(
@@ -192,47 +180,99 @@ class Store:
                 .order_by(Snapshot.version.desc())
                 .limit(1)
             ).first()
-            if previous is not None and previous[1] == listing.fingerprint:
+            findings: list[Finding] = []
+            announced: bool | None = None
+            unchanged = previous is not None and previous[1] == listing.fingerprint
+            if previous is not None and unchanged and poll.compact:
                 outcome, row = self.record_unchanged(session, server, previous[0], poll)
                 write_marks(session, [row])
                 return outcome
-            listing_id = _store_listing(session, listing, poll.metas, finished_at)
-            snapshot = Snapshot(
-                server_id=server_id,
-                version=(previous[0].version + 1) if previous else 1,
-                listing_id=listing_id,
-                first_seen=finished_at,
-                last_seen=finished_at,
-                poll_count=1,
-                protocol_version=poll.protocol_version,
-                server_info=poll.server_info,
-            )
-            session.add(snapshot)
-            session.flush()
-            _succeeded(server, poll)
-            findings: list[Finding] = []
-            announced: bool | None = None
+            if previous is not None and unchanged:
+                snapshot = previous[0]
+                snapshot.last_seen = finished_at
+                snapshot.poll_count += 1
+                new_version = False
+            else:
+                listing_id = store_listing(session, listing, metas, finished_at)
+                snapshot = Snapshot(
+                    server_id=server_id,
+                    version=(previous[0].version + 1) if previous else 1,
+                    listing_id=listing_id,
+                    first_seen=finished_at,
+                    last_seen=finished_at,
+                    poll_count=1,
+                    protocol_version=poll.protocol_version,
+                    server_info=poll.server_info,
+                    validation_errors=list(poll.validation_errors) or None,
+                )
+                session.add(snapshot)
+                session.flush()
+                new_version = True
+            succeeded(server, poll)
             records: list[FindingRecord] = []
-            if previous is not None:
+            if new_version and previous is not None:
                 before = previous[0]
                 watch = WatchState(
-                    server.watch_connected_since, server.last_notification_at, poll.list_changed_advertised
+                    server.watch_connected_since,
+                    server.last_notification_at,
+                    poll.list_changed_advertised,
+                    shares_polled_instance=server.transport != "stdio",
                 )
                 announced = servers.announced(watch, before.last_seen)
-                findings = _diff_against(session, before.listing_id, listing)
+                if prepared is not None and prepared.from_fingerprint == previous[1]:
+                    findings = list(prepared.findings)
+                else:
+                    findings = diff_against(session, before.listing_id, listing)
+                returns = returns_since(session, server_id, finished_at - self.flapping_window)
+                flapping = servers.listing_flapping(
+                    server.name,
+                    returns.count,
+                    self.flapping_returns,
+                    self.flapping_window,
+                    returns.versions,
+                    len(returns.fingerprints),
+                    findings,
+                )
                 silent = servers.listing_changed_silently(
                     server.name, snapshot.version, watch, before.last_seen
                 )
-                findings += [silent] if silent else []
+                bump = listings.changed_without_version_bump(
+                    server.name, snapshot.version, before.server_info, poll.server_info
+                )
+                findings += [f for f in (silent, flapping, bump) if f is not None]
+            if new_version:
+                invalid = listings.listing_invalid(server.name, snapshot.version, poll.validation_errors)
+                findings += [invalid] if invalid else []
                 records = store_findings(
                     session,
                     server_id,
                     findings,
                     finished_at,
-                    from_snapshot=before.id,
+                    from_snapshot=previous[0].id if previous else None,
                     to_snapshot=snapshot.id,
                 )
-            self._run_hooks(session, RecordedPoll(server, finished_at, records, snapshot, True, announced))
+            compared = ViewComparison()
+            if client is not None:
+                compared = record_views(
+                    session,
+                    server_id=server_id,
+                    server_name=server.name,
+                    primary=View(client, listing, metas),
+                    primary_listing_id=snapshot.listing_id,
+                    others=poll.views,
+                    now=finished_at,
+                    store_listing=store_listing,
+                )
+                findings += compared.findings
+                records += store_findings(
+                    session, server_id, compared.findings, finished_at, to_snapshot=snapshot.id
+                )
+            self._run_hooks(
+                session,
+                RecordedPoll(
+                    server, finished_at, records, snapshot, new_version, announced, compared.agreeing
+                ),
+            )
             self._add_attempt(
                 session,
                 PollAttempt(
@@ -242,6 +282,9 @@ class Store:
                     ok=True,
                     snapshot_id=snapshot.id,
                     pages=poll.pages,
+                    ttl_ms=cache.ttl_ms,
+                    cache_scope=cache.cache_scope,
+                    refetches=cache.refetches,
                 ),
             )
             return PollOutcome(
@@ -250,19 +293,32 @@ class Store:
                 tool_count=len(listing.forms),
                 fingerprint=listing.fingerprint,
                 version=snapshot.version,
-                new_version=True,
+                new_version=new_version,
                 findings=findings,
             )
 
     def record_unchanged(
         self, session: Session, server: Server, snapshot: Snapshot, poll: SuccessfulPoll
     ) -> tuple[PollOutcome, dict[str, Any]]:
-        """A poll that saw `snapshot`'s listing again, in the caller's transaction: the span grows, the
-        server's state and hooks are updated, and its compact mark is returned for the caller to write."""
+        """A `compact` poll that saw `snapshot`'s listing again, in the caller's transaction: the span
+        (and the primary view's) grows, the server's state and hooks are updated, and its compact mark
+        is returned for the caller to write."""
         snapshot.last_seen = poll.finished_at
         snapshot.poll_count += 1
         failing = server.consecutive_failures > 0
-        _succeeded(server, poll)
+        succeeded(server, poll)
+        if poll.client is not None:  # no further views: nothing to compare, the primary span grows
+            primary = View(poll.client, poll.listing, poll.metas)
+            record_views(
+                session,
+                server_id=server.id,
+                server_name=server.name,
+                primary=primary,
+                primary_listing_id=snapshot.listing_id,
+                others=(),
+                now=poll.finished_at,
+                store_listing=store_listing,
+            )
         recorded = RecordedPoll(server, poll.finished_at, (), snapshot, False, None, was_failing=failing)
         self._run_hooks(session, recorded)
         row = mark(server.id, server.polls_marked, self.attempts_kept, poll.started_at, poll.finished_at)
@@ -276,10 +332,48 @@ class Store:
         )
         return outcome, row
 
+    def record_listen_ack(self, server_id: int, honored: bool, now: datetime) -> None:
+        """A 2026-07-28 watch session's `subscriptions/listen` acknowledgement: `notifications-declined`
+        when it newly leaves `toolsListChanged` out of a server that advertises `tools.listChanged`."""
+        with self.sessions.begin() as session:
+            server = _lock_server(session, server_id)
+            declined = not honored and server.tools_list_changed_honored is not False
+            server.tools_list_changed_honored = honored
+            declined = declined and bool(server.list_changed_advertised)
+            findings = [notifications_declined(server.name)] if declined else []
+            records = store_findings(session, server_id, findings, now)
+            self._run_hooks(session, RecordedPoll(server, now, records, listen_honored=honored))
+
+    def prepare_diff(self, server_id: int, listing: CanonicalListing) -> PreparedDiff | None:
+        """The findings from the server's current version to `listing`, or None when it is unchanged
+        or the first. Read-only and outside the writer: a large diff delays no other server's record."""
+        with self.sessions() as session:
+            previous = session.execute(
+                select(Snapshot.listing_id, Listing.fingerprint)
+                .join(Listing, Snapshot.listing_id == Listing.id)
+                .where(Snapshot.server_id == server_id)
+                .order_by(Snapshot.version.desc())
+                .limit(1)
+            ).first()
+            if previous is None or previous[1] == listing.fingerprint:
+                return None
+            return PreparedDiff(previous[1], diff_against(session, previous[0], listing))
+
     def record_failure(
-        self, server_id: int, kind: str, message: str, *, started_at: datetime, finished_at: datetime
+        self,
+        server_id: int,
+        kind: str,
+        message: str,
+        *,
+        started_at: datetime,
+        finished_at: datetime,
+        raw_payload: str | None = None,
     ) -> PollOutcome:
-        """Store a failed poll; the Nth failure in a row raises `server-unreachable`."""
+        """Store a failed poll; the Nth failure in a row raises `server-unreachable`.
+
+        `raw_payload`: what a server sent that could not be read as a listing, kept for review
+        (the caller bounds it, see `RAW_PAYLOAD_LIMIT`).
+        """
         with self.sessions.begin() as session:
             server = _lock_server(session, server_id)
             server.consecutive_failures += 1
@@ -300,6 +394,7 @@ class Store:
                     ok=False,
                     error_kind=kind,
                     error=message,
+                    raw_payload=raw_payload,
                 ),
             )
             return PollOutcome(
@@ -354,11 +449,8 @@ class Store:
             return session.scalar(select(Server.id).where(Server.name == name))
 
 
-_NO_META = None
-
-
 def _with_meta(definition: dict[str, Any], meta: Any) -> dict[str, Any]:
-    return definition if meta is _NO_META else {**definition, "_meta": meta}
+    return definition if meta is NO_META else {**definition, "_meta": meta}
 
 
 def _lock_server(session: Session, server_id: int) -> Server:
@@ -367,93 +459,6 @@ def _lock_server(session: Session, server_id: int) -> Server:
     if server is None:
         raise LookupError(f"server id {server_id} is not registered")
     return server
-
-
-def _succeeded(server: Server, poll: SuccessfulPoll) -> None:
-    """The server's state after a successful poll."""
-    server.consecutive_failures = 0
-    server.last_poll_at = poll.finished_at
-    server.last_success_at = poll.finished_at
-    server.last_error = None
-    server.protocol_version = poll.protocol_version
-    server.server_info = poll.server_info
-    server.capabilities = poll.capabilities
-    server.list_changed_advertised = poll.list_changed_advertised
-
-
-def _store_listing(session: Session, listing: CanonicalListing, metas: dict[str, Any], now: datetime) -> int:
-    """The listing's id, storing it and any tool definitions not yet known."""
-    existing = session.scalar(select(Listing.id).where(Listing.fingerprint == listing.fingerprint))
-    if existing is not None:
-        return existing
-    insert = _insert(session)
-    by_fingerprint = {listing.tool_fingerprint(name): name for name in listing.forms}
-    rows: list[dict[str, Any]] = [
-        {"fingerprint": fp, "name": name, "definition": _definition(listing, name)}
-        for fp, name in by_fingerprint.items()
-    ]
-    for chunk in _chunks(rows, 500):
-        session.execute(
-            insert(ToolDefinition).values(chunk).on_conflict_do_nothing(index_elements=["fingerprint"])
-        )
-    tool_ids: dict[str, int] = {}
-    for fingerprints in _chunks(list(by_fingerprint), 500):
-        tool_ids.update(
-            session.execute(
-                select(ToolDefinition.fingerprint, ToolDefinition.id).where(
-                    ToolDefinition.fingerprint.in_(fingerprints)
-                )
-            ).all()
-        )
-    listing_row = Listing(fingerprint=listing.fingerprint, tool_count=len(listing.forms), created_at=now)
-    session.add(listing_row)
-    session.flush()
-    members: list[dict[str, Any]] = [
-        {
-            "listing_id": listing_row.id,
-            "tool_id": tool_ids[fp],
-            "position": position,
-            "meta": metas.get(name, _NO_META),
-        }
-        for position, (fp, name) in enumerate(by_fingerprint.items())
-    ]
-    for chunk in _chunks(members, 500):
-        session.execute(insert(ListingTool).values(chunk))
-    return listing_row.id
-
-
-def _definition(listing: CanonicalListing, name: str) -> dict[str, Any]:
-    return {key: value for key, value in listing.tools[name].items() if key != "_meta"}
-
-
-def _diff_against(session: Session, old_listing_id: int, new: CanonicalListing) -> list[Finding]:
-    """Findings from the stored listing to the new one; only changed tools are loaded."""
-    old_ids = dict(
-        session.execute(
-            select(ToolDefinition.name, ToolDefinition.fingerprint)
-            .join(ListingTool, ListingTool.tool_id == ToolDefinition.id)
-            .where(ListingTool.listing_id == old_listing_id)
-        ).all()
-    )
-    new_ids = {name: new.tool_fingerprint(name) for name in new.forms}
-    changed = sorted(
-        name for name in old_ids.keys() | new_ids.keys() if old_ids.get(name) != new_ids.get(name)
-    )
-    old_changed = {fp for name, fp in old_ids.items() if name in changed}
-    old_defs: dict[str, dict[str, Any]] = {}
-    for chunk in _chunks(sorted(old_changed), 500):
-        old_defs.update(
-            session.execute(
-                select(ToolDefinition.name, ToolDefinition.definition).where(
-                    ToolDefinition.fingerprint.in_(chunk)
-                )
-            ).all()
-        )
-    changes = (
-        ToolChange(name, old_defs.get(name), _definition(new, name) if name in new.forms else None)
-        for name in changed
-    )
-    return list(diff_changes(changes))
 
 
 def store_findings(
@@ -487,11 +492,6 @@ def store_findings(
     session.add_all(records)
     session.flush()
     return records
-
-
-def _chunks(items: list[T], size: int) -> Iterable[list[T]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 def _ms(start: datetime, end: datetime) -> float:

@@ -15,8 +15,15 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 from pydantic.json_schema import SkipJsonSchema
 
 from monitor.core.rules import Severity
-from monitor.core.states import AlertState, ServerOrigin, ServerStatus
-from monitor.store.models import Alert
+from monitor.core.states import (
+    AlertState,
+    ApprovalAction,
+    ApprovalMode,
+    DecisionKind,
+    ServerOrigin,
+    ServerStatus,
+)
+from monitor.store.models import Alert, Silence
 
 SEVERITIES: tuple[str, ...] = tuple(s.value for s in sorted(Severity, key=lambda s: -s.rank))
 """Severity names, worst first: the order every page and count lists them in."""
@@ -76,11 +83,26 @@ class ServerRecord(Record):
     last_notification_at: datetime | None = Field(description="The last tools list-changed notification")
     era: str
     interval_seconds: float | None
+    approval: ApprovalMode = Field(
+        default=ApprovalMode.TOFU, description="What the decision point treats as approved"
+    )
     has_headers: bool = Field(
         description="Whether request headers are stored; their values are never returned"
     )
     current: SnapshotRecord | None
     open_alerts: dict[str, int] = Field(description="Open alerts by severity")
+    acknowledged_alerts: dict[str, int] = Field(
+        default_factory=dict, description="Acknowledged alerts (seen, not yet resolved) by severity"
+    )
+    client: list[dict[str, Any]] | None = Field(
+        default=None, description="The client profiles it is polled as; the first is its version history"
+    )
+    ttl_ms: int | None = Field(default=None, description="The current listing's ttlMs (2026-07-28)")
+    cache_scope: str | None = Field(default=None, description="The current listing's cacheScope")
+    tools_list_changed_honored: bool | None = Field(
+        default=None,
+        description="Whether the watch session's subscriptions/listen acknowledgement kept toolsListChanged",
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -93,6 +115,12 @@ class ServerRecord(Record):
     def worst_open_rank(self) -> int:
         """The rank of the worst severity with an open alert; -1 when none is open."""
         return max((Severity(s).rank for s, n in self.open_alerts.items() if n > 0), default=-1)
+
+    @property
+    def worst_unresolved_rank(self) -> int:
+        """As `worst_open_rank`, counting acknowledged alerts too: seen is not fixed."""
+        counts = [*self.open_alerts.items(), *self.acknowledged_alerts.items()]
+        return max((Severity(s).rank for s, n in counts if n > 0), default=-1)
 
 
 class FindingFields(Record):
@@ -120,6 +148,7 @@ class ChangeRecord(FindingFields):
     detected_at: datetime
     from_version: int | None = Field(description="The version changed from; null for server findings")
     to_version: int | None
+    silence_id: int | None = Field(default=None, description="The silence that muted it: stored, no alert")
 
 
 class ToolVersionRecord(Record):
@@ -157,12 +186,56 @@ class AlertRecord(Record):
     acknowledged_at: datetime | None
     resolved_at: datetime | None
     finding_count: int
+    acknowledged_by: str | None = None
+    ack_note: str | None = None
+    resolved_by: str | None = Field(default=None, description="Who resolved it by hand; null when it cleared")
+    resolve_note: str | None = None
 
     @classmethod
     def of(cls, alert: Alert, *, server: str, finding_count: int) -> AlertRecord:
         """The record of an alert row at hand (the queries read the same shape in one statement)."""
         columns = {name: getattr(alert, name) for name in cls.model_fields if hasattr(Alert, name)}
         return cls.model_validate({**columns, "server": server, "finding_count": finding_count})
+
+
+class DeliveryRecord(Record):
+    """One webhook delivery of an alert event, from the outbox: its state and how often it was tried."""
+
+    id: str = Field(description="The `webhook-id` header, stable across retries")
+    webhook: str
+    event_type: str
+    state: str
+    created_at: datetime
+    attempts: int
+    delivered_at: datetime | None
+    last_error: str | None
+
+
+class AlertDetail(Record):
+    """Everything the alert's own page (`/alerts/{id}`, the webhooks' `url`) shows."""
+
+    alert: AlertRecord
+    findings: list[ChangeRecord]
+    deliveries: list[DeliveryRecord]
+
+
+class SilenceRecord(Record):
+    """A silence: which findings it mutes (a null field matches anything), until when, who and why."""
+
+    id: int
+    server: str | None
+    tool: str | None
+    rule: str | None
+    ends_at: datetime
+    created_by: str
+    reason: str
+    created_at: datetime
+    active: bool = Field(description="Whether it mutes findings now")
+
+    @classmethod
+    def of(cls, silence: Silence, now: datetime) -> SilenceRecord:
+        columns = {name: getattr(silence, name) for name in cls.model_fields if name != "active"}
+        return cls.model_validate({**columns, "active": silence.created_at <= now < silence.ends_at})
 
 
 class SessionRecord(Record):
@@ -178,3 +251,39 @@ class SessionRecord(Record):
     stale: bool
     """Holds another listing than the server's current one for longer than the grace period."""
     stale_since: datetime | None
+    client_capabilities: dict[str, Any] | None = None
+
+
+class ApprovalRecord(Record):
+    """One event of a server's approval history: who approved or revoked which tool, or changed the
+    mode, when and why. Kept forever."""
+
+    id: int | None = Field(description="Null for the trust given on first use, which is not an event")
+    server: str
+    action: ApprovalAction
+    tool: str | None = Field(description="Null for a change of the approval mode")
+    version: int | None = Field(description="The server version whose definition was approved")
+    definition_fingerprint: str | None = Field(description="SHA-256 of the approved tool definition")
+    mode: ApprovalMode | None = Field(description="The new approval mode, for a mode change")
+    actor: str = Field(description="Who: the dashboard, the API, the command line (with the user), or tofu")
+    note: str
+    at: datetime
+
+
+class DecisionLogRecord(Record):
+    """A kept (non-allow) answer of the decision point."""
+
+    id: int
+    server: str
+    tool: str
+    decided_at: datetime
+    decision: DecisionKind
+    reason_code: str
+    reason: str
+    rule: str | None
+    severity: Severity | None
+    approved_version: int | None
+    current_version: int | None
+    stale_listing: bool
+    session_id: str | None
+    client: str | None

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from urllib.parse import urlencode
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.staticfiles import StaticFiles
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import RedirectResponse, Response
@@ -27,14 +30,31 @@ import monitor
 from monitor.config import Config
 from monitor.notify.alerts import Alerting
 from monitor.store import Store
-from monitor.webapp.api import alerts, changes, health, servers, sessions, snapshots
+from monitor.webapp.api import (
+    alerts,
+    approvals,
+    changes,
+    decisions,
+    fingerprint,
+    health,
+    servers,
+    sessions,
+    silences,
+    snapshots,
+    views,
+)
 from monitor.webapp.api.schemas import PATTERN_MESSAGES, ApiJSONResponse
+from monitor.webapp.api.strict import known_query_only
 from monitor.webapp.context import PollNow, WebContext
+from monitor.webapp.decisionpoint import DecisionPoint
 from monitor.webapp.deps import BEARER_REQUIRED, LoginRequired, require_read
+from monitor.webapp.pages import alert as alert_page
 from monitor.webapp.pages import alerts as alert_pages
-from monitor.webapp.pages import at, auth, overview
+from monitor.webapp.pages import approvals as approval_pages
+from monitor.webapp.pages import at, auth, overview, refresh, search
 from monitor.webapp.pages import servers as server_pages
 from monitor.webapp.pages import sessions as session_pages
+from monitor.webapp.pages import silences as silence_pages
 from monitor.webapp.pages.csrf import FormRefused
 from monitor.webapp.pages.rendering import error_page, make_environment
 
@@ -135,6 +155,7 @@ class BearerFirst:
             and is_api_path(path)
             and path not in PUBLIC_PATHS
             and not self.web.bearer_ok(Request(scope))
+            and not decisions.is_toolhive_request(Request(scope))
         ):
             refusal = ApiJSONResponse(
                 {"detail": BEARER_REQUIRED}, 401, headers={"WWW-Authenticate": "Bearer"}
@@ -197,6 +218,7 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
         default_response_class=ApiJSONResponse,
+        lifespan=_lifespan,
     )
     app.state.web = web
     app.state.templates = make_environment(WEB / "templates")
@@ -234,16 +256,38 @@ def create_app(
     def openapi() -> Response:
         return ApiJSONResponse(app.openapi())
 
-    for api_module in (health, servers, snapshots, changes, alerts, sessions):
-        app.include_router(api_module.router)
+    api_modules = (health, servers, snapshots, changes, alerts, sessions, approvals, decisions, silences)
+    for api_module in (*api_modules, fingerprint, views):
+        app.include_router(api_module.router, dependencies=[Depends(known_query_only)])
     app.include_router(health.public)
-    for page_module in (auth, overview, server_pages, alert_pages, session_pages, at):
+    app.include_router(decisions.pdp)
+    app.state.decision_point = DecisionPoint(web)
+    for page_module in (
+        auth,
+        overview,
+        server_pages,
+        alert_pages,
+        alert_page,
+        session_pages,
+        silence_pages,
+        at,
+        search,
+        refresh,
+        approval_pages,
+    ):
         app.include_router(page_module.router)
     app.mount("/static", StaticFiles(directory=WEB / "static"), name="static")
     app.add_middleware(BodyLimit, limit=config.monitor.max_request_bytes)
     app.add_middleware(BearerFirst, web=web)
     app.add_middleware(SecurityHeaders)
     return app
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """On shutdown, the decisions still waiting to be written are written."""
+    yield
+    await run_in_threadpool(app.state.decision_point.recorder.close)
 
 
 def _static_version(folder: Path) -> str:

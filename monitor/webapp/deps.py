@@ -21,6 +21,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Path, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import HTTPConnection
 
 from monitor.core.text import make_visible
@@ -130,6 +131,31 @@ async def require_editor(request: Request, web: Web) -> None:
 
 
 # --- resources or 404 ------------------------------------------------------------------------
+
+
+def unicode_text(value: str) -> bool:
+    """Valid Unicode (no lone surrogates): what the columns holding tool names can bind, NUL included."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class ToolNameConvertor(Convertor[str]):
+    """A path parameter of any characters: `:path`'s `.*` stops at a newline, so a tool named with one
+    (a server chose it) would have no page. Used as `{tool:toolname}`."""
+
+    regex = "[\\s\\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("toolname", ToolNameConvertor())
 
 
 def db_safe(value: str) -> bool:

@@ -300,7 +300,8 @@ def _counts(store: Store) -> tuple[int, int, int]:
 async def test_sqlite_disk_full(how: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """A new, larger version arrives when the SQLite disk is full (a real full tmpfs, or SQLite's own
     page cap where no tmpfs can be mounted). Must hold: the poll's write fails with SQLite's
-    "database or disk is full", reported to the caller; nothing of it is stored; the file passes
+    "database or disk is full", recorded as a `storage` failure when that small row still fits and
+    raised to the caller otherwise; nothing of the new version is stored; the file passes
     integrity_check; and once there is room the same poller stores the new version."""
     folder = request.getfixturevalue("tiny_disk") if how == "tmpfs" else tmp_path
     database = folder / "monitor.db"
@@ -325,16 +326,23 @@ async def test_sqlite_disk_full(how: str, tmp_path: Path, request: pytest.Fixtur
                 make_room: Callable[[], object] = (
                     _fill(folder).unlink if how == "tmpfs" else _page_cap(engine, database)
                 )
-                with pytest.raises(OperationalError, match="database or disk is full"):
-                    await poller.poll(jobs)
+                failures_recorded = 0
+                try:
+                    (refused,) = await poller.poll(jobs)
+                except OperationalError as exc:  # not even the failure fitted
+                    assert "database or disk is full" in str(exc)
+                else:  # the small failed-poll row fitted where the version did not
+                    assert (refused.ok, refused.error_kind) == (False, "storage"), refused
+                    assert refused.error is not None and "database or disk is full" in refused.error
+                    failures_recorded = 1
                 make_room()
                 assert _integrity(database) == "ok"
-                assert _counts(store) == before
+                assert _counts(store) == (before[0], before[1], before[2] + failures_recorded)
                 (after,) = await poller.poll(jobs)
             finally:
                 poller.close()
         assert after.ok and after.version == 2 and after.new_version
-        assert _counts(store) == (before[0] + 1, before[1] + 1, before[2] + 1)
+        assert _counts(store) == (before[0] + 1, before[1] + 1, before[2] + failures_recorded + 1)
     finally:
         engine.dispose()
     assert _integrity(database) == "ok"

@@ -14,6 +14,7 @@ import asyncio
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -27,12 +28,15 @@ from support import faulty_http, server_command
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
+from monitor.core.fingerprint import tool_fingerprint
+from monitor.notify import silences
 from monitor.notify.alerts import Alerting
 from monitor.store import Store
-from monitor.store.models import Alert
+from monitor.store.models import Alert, Approval
 from monitor.webapp.app import CONTENT_SECURITY_POLICY, create_app
 from monitor.webapp.context import SESSION_COOKIE
 from monitor.webapp.pages.csrf import CSRF_COOKIE
+from monitor.webapp.pages.refresh import REFRESH_COOKIE
 
 TOKEN_ENV = "SEC_DASHBOARD_TOKEN"
 TOKEN = "dashboard-token-51aa0c"
@@ -142,11 +146,20 @@ def page_urls(world: World) -> dict[str, list[str]]:
     """Concrete URLs for every page route, by its path template."""
     tools = [f"/servers/hostile/tools/{quote(name, safe='')}" for name in world.tool_names]
     return {
-        "/": ["/", "/?min_severity=info"],
+        "/": ["/", "/?min_severity=info", "/?status=failing"],
         "/servers/{name}": ["/servers/hostile", "/servers/html-error"],
         "/servers/{name}/diff": ["/servers/hostile/diff", "/servers/hostile/diff?from=1&to=2"],
-        "/servers/{name}/tools/{tool:path}": tools,
+        "/servers/{name}/tools/{tool:toolname}": tools,
+        "/servers/{name}/tool": [
+            f"/servers/hostile/tool?tool={quote(name, safe='')}" for name in world.tool_names
+        ],
+        "/servers/{name}/definitions/{fingerprint}": [
+            f"/servers/hostile/definitions/{tool_fingerprint(definition)}" for definition in hostile_tools(2)
+        ],
         "/alerts": [f"/alerts?state={s}" for s in ("open", "acknowledged", "resolved", "all")],
+        "/alerts/{alert_id}": [f"/alerts/{world.alert_id}"],
+        "/silences": ["/silences", f"/silences?server={quote(SCRIPT)}&tool={quote(IMG + HIDDEN)}"],
+        "/servers/{name}/polls/{attempt_id}/raw": [],  # plain text, never HTML: test_invalid_listings.py
         "/sessions": ["/sessions", "/sessions?stale=1"],
         "/at": [
             "/at",
@@ -154,6 +167,10 @@ def page_urls(world: World) -> dict[str, list[str]]:
             "/at?server=html-error&time=2000-01-01",
         ],
         "/login": ["/login", f"/login?next={quote('//evil.example/' + SCRIPT)}"],
+        "/search": [
+            f"/search?q={quote(name[:12], safe='')}&time=2100-01-01T00:00:00Z" for name in world.tool_names
+        ]
+        + [f"/search?q={quote(SCRIPT, safe='')}", "/search?q=e"],
     }
 
 
@@ -194,6 +211,8 @@ def test_every_page_renders_hostile_text_inert_and_visible(world: World) -> None
         f"/servers/hostile/diff?from={quote(SCRIPT)}",
         f"/at?server=hostile&time={quote(IMG)}",
         f"/alerts?state={quote(SCRIPT)}",
+        f"/alerts?server={quote(SCRIPT)}",
+        f"/search?q=e&time={quote(IMG)}",
     ):
         response = client.get(url)
         assert response.status_code in (404, 422), (url, response.status_code)
@@ -227,17 +246,48 @@ def test_every_form_refuses_missing_wrong_and_cross_site_csrf(
     still open); the same request with a valid same-site token works."""
     forms = sorted(p for m, p, in_schema in app_routes(world.app) if m == "post" and not in_schema)
     forms = [p for p in forms if not p.startswith("/api/")]
-    assert forms == ["/alerts/{alert_id}/ack", "/login", "/logout"], forms
+    assert forms == [
+        "/alerts/{alert_id}/ack",
+        "/alerts/{alert_id}/resolve",
+        "/login",
+        "/logout",
+        "/refresh",
+        "/servers/{name}/approve",
+        "/servers/{name}/revoke",
+        "/silences",
+        "/silences/{silence_id}/expire",
+    ], forms
     session = signed_in(world.app).cookies[SESSION_COOKIE]
+    with world.store.sessions.begin() as db:
+        other = db.scalars(select(Alert.id).where(Alert.state == "open", Alert.id != world.alert_id)).first()
+        assert other is not None
+        silence = silences.create_silence(
+            db,
+            server="hostile",
+            tool=None,
+            rule=None,
+            ends_at=datetime.now(UTC) + timedelta(days=3650),
+            created_by="ops",
+            reason="test",
+            now=datetime.now(UTC) - timedelta(days=3650),
+        )
+    new_silence = {"server": "hostile", "duration": "1h", "by": "ops", "reason": SCRIPT}
     urls = {
         "/login": ("/login", {"token": TOKEN, "next": "/"}),
         "/logout": ("/logout", {}),
         "/alerts/{alert_id}/ack": (f"/alerts/{world.alert_id}/ack", {"next": "/alerts"}),
+        "/refresh": ("/refresh", {"refresh": "off", "next": "/alerts"}),
+        "/servers/{name}/approve": (f"/servers/hostile/approve?tool={quote(SCRIPT)}", {"version": "2"}),
+        "/servers/{name}/revoke": ("/servers/hostile/revoke?tool=lookup", {"note": SCRIPT}),
+        "/alerts/{alert_id}/resolve": (f"/alerts/{other}/resolve", {"by": "ops"}),
+        "/silences": ("/silences", new_silence),
+        "/silences/{silence_id}/expire": (f"/silences/{silence.id}/expire", {}),
     }
     foreign = other_key_csrf(world.store, monkeypatch)
     for form in forms:
         url, fields = urls[form]
         good = fresh_csrf(world.app)
+        events_before = _approval_events(world)
         bad_cases: list[tuple[str, str | None, str | None, dict[str, str]]] = [
             ("no token", None, None, {}),
             ("cookie only", good, None, {}),
@@ -255,12 +305,26 @@ def test_every_form_refuses_missing_wrong_and_cross_site_csrf(
             assert response.status_code == 403, (form, what, response.status_code)
             set_cookie = response.headers.get("set-cookie", "")
             assert SESSION_COOKIE not in set_cookie, (form, what, "signed in or out anyway")
+            assert REFRESH_COOKIE not in set_cookie, (form, what, "a preference set anyway")
             assert audit(response.text).problems == []
         if form == "/alerts/{alert_id}/ack":
             assert _alert_state(world) == "open", "a refused form acknowledged the alert"
+        assert _approval_events(world) == events_before, "a refused form approved or revoked"
+        if form.startswith("/silences"):
+            with world.store.sessions() as db:
+                active = [s.id for s in silences.list_silences(db, now=datetime.now(UTC), active_only=True)]
+            assert silence.id in active and len(active) == (1 if form == "/silences" else 2), (
+                "a refused form acted"
+            )
         response = _post(world.app, url, fields, session, good, good, {"Origin": "http://testserver"})
         assert response.status_code == 303, (form, response.status_code, response.text[:300])
     assert _alert_state(world) == "acknowledged"
+    assert _approval_events(world) == [("approve", SCRIPT), ("revoke", "lookup")]
+
+
+def _approval_events(world: World) -> list[tuple[str, str | None]]:
+    with world.store.sessions() as session:
+        return [(a.action, a.tool) for a in session.scalars(select(Approval).order_by(Approval.id))]
 
 
 def _post(

@@ -101,7 +101,16 @@ def test_stdio_servers_cannot_be_registered_over_http(store: Store, monkeypatch:
         server_item = schema["paths"]["/api/v1/servers/{name}"]
         assert set(server_item) == {"get", "delete"}, "no way to edit a registered server"
         create = schema["components"]["schemas"]["ServerCreate"]
-        assert set(create["properties"]) == {"name", "transport", "url", "headers", "interval_seconds", "era"}
+        assert set(create["properties"]) == {
+            "name",
+            "transport",
+            "url",
+            "headers",
+            "interval_seconds",
+            "era",
+            "approval",
+            "client",  # who the monitor says it is: clientInfo and declared capabilities, no command
+        }
         assert create.get("additionalProperties") is False
         assert client.delete("/api/v1/servers/git").status_code == 409
     with store.sessions() as session:

@@ -13,9 +13,14 @@ Modes:
     endless-cursor   every page returns a new cursor
     loop-cursor      cursors a -> b -> a ...
     huge             one page of about --huge-bytes bytes
+    not-i-json       valid JSON that RFC 8785 cannot serialise (a NaN in an inputSchema)
     garbage-stdout   (stdio) prints junk on stdout before behaving like legacy-only
     exit-early       (stdio) writes an error to stderr and exits with status 3
     ignore-sigterm   (stdio) legacy-only, but ignores SIGTERM and stdin EOF: only SIGKILL ends it
+    torn             two tools a page; tool `a` is removed right after the first page is first served,
+                     so a poll that reads page 2 without re-reading page 1 stores a, b, d (c lost)
+    listing-file     (stdio) answers tools/list with the text of --listing FILE, read at each request
+                     and sent byte for byte (so it may hold NaN, 1e400, \u0000 or lone surrogates)
 
 rpc-error's message repeats the Authorization header (HTTP) or $DRIFT_TEST_SECRET (stdio), so
 a test can check that the client keeps secrets out of its errors. `--require-header` answers
@@ -31,6 +36,7 @@ import signal
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 HANG = object()
@@ -49,9 +55,12 @@ MODES = (
     "endless-cursor",
     "loop-cursor",
     "huge",
+    "not-i-json",
     "garbage-stdout",
     "exit-early",
     "ignore-sigterm",
+    "listing-file",
+    "torn",
 )
 LOOP = {None: "a", "a": "b", "b": "a"}
 SERVER_INFO = {"name": "hostile", "version": "6.6.6"}
@@ -62,8 +71,12 @@ def tool(name: str, description: str = "") -> dict[str, Any]:
 
 
 class Hostile:
-    def __init__(self, mode: str, huge_bytes: int, secret: str | None) -> None:
+    def __init__(
+        self, mode: str, huge_bytes: int, secret: str | None, listing_file: str | None = None
+    ) -> None:
         self.mode = mode
+        self.listing_file = listing_file
+        self.served_first = False
         self.huge_bytes = huge_bytes
         self.secret = secret
 
@@ -124,6 +137,20 @@ class Hostile:
             return {"tools": [tool(f"t{page}")], "nextCursor": str(page + 1)}
         if self.mode == "loop-cursor":
             return {"tools": [tool(f"t-{cursor}")], "nextCursor": LOOP[cursor]}
+        if self.mode == "not-i-json":
+            scale = {"name": "scale", "inputSchema": {"type": "object", "maximum": float("nan")}}
+            return {"tools": [tool("echo", "Echo the input."), scale]}
+        if self.mode == "torn":
+            if self.served_first:
+                listing = [tool(name) for name in ("b", "c", "d")]
+            else:
+                listing = [tool(name) for name in ("a", "b", "c", "d")]
+            offset = int(cursor or 0)
+            self.served_first = True
+            page: dict[str, Any] = {"tools": listing[offset : offset + 2]}
+            if offset + 2 < len(listing):
+                page["nextCursor"] = str(offset + 2)
+            return page
         if self.mode == "huge":
             count = max(1, self.huge_bytes // 10_000)
             return {"tools": [tool(f"big{i}", "x" * 10_000) for i in range(count)]}
@@ -147,7 +174,12 @@ def serve_stdio(server: Hostile) -> None:
     if server.mode == "garbage-stdout":
         print("Starting hostile server v6.6.6 ... listening on stdio!", flush=True)
     for line in sys.stdin:
-        answer = server.reply(json.loads(line))
+        message = json.loads(line)
+        if server.listing_file and message.get("method") == "tools/list":
+            text = Path(server.listing_file).read_text(encoding="utf-8")
+            print(f'{{"jsonrpc": "2.0", "id": {json.dumps(message["id"])}, "result": {text}}}', flush=True)
+            continue
+        answer = server.reply(message)
         if answer is None or answer is HANG:
             continue
         print(MALFORMED if answer is MALFORMED else json.dumps(answer), flush=True)
@@ -190,8 +222,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--require-header", metavar="NAME:VALUE")
     parser.add_argument("--huge-bytes", type=int, default=2_000_000)
+    parser.add_argument("--listing", metavar="FILE")
     args = parser.parse_args()
-    server = Hostile(args.mode, args.huge_bytes, os.environ.get("DRIFT_TEST_SECRET"))
+    server = Hostile(args.mode, args.huge_bytes, os.environ.get("DRIFT_TEST_SECRET"), args.listing)
     if args.transport == "stdio":
         serve_stdio(server)
     else:

@@ -9,8 +9,10 @@ from support.processes import WAIT, Process, ProcessError, child_processes, no_l
 from support.receiver import Receiver, Reply, Request, verify, webhook_secret
 from support.servers import (
     SERVERS,
+    HeldConnections,
     faulty_http,
     free_port,
+    held_connections,
     http_server,
     http_server_command,
     http_server_process,
@@ -24,6 +26,7 @@ __all__ = [
     "SERVERS",
     "WAIT",
     "Fleet",
+    "HeldConnections",
     "Process",
     "ProcessError",
     "Receiver",
@@ -35,6 +38,7 @@ __all__ = [
     "faulty_http",
     "fleet",
     "free_port",
+    "held_connections",
     "http_server",
     "http_server_command",
     "http_server_process",

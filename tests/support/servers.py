@@ -5,8 +5,9 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from support.processes import Process
@@ -63,3 +64,56 @@ def free_port() -> int:
 def refused_url() -> str:
     """An MCP URL on 127.0.0.1 where nothing listens: connecting is refused."""
     return f"http://127.0.0.1:{free_port()}/mcp"
+
+
+class HeldConnections:
+    """A port on 127.0.0.1 that accepts connections and holds each one, unanswered, until `release()`
+    closes them all. A test releases it on an event (say, other servers recorded), so "those did not
+    wait for this one" is proven by order, not by a deadline a busy machine might miss."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._released = threading.Event()
+        self._held: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._listener.getsockname()[1]}/mcp"
+
+    def _accept(self) -> None:
+        while not self._released.is_set():
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                if self._released.is_set():
+                    connection.close()
+                    return
+                self._held.append(connection)
+
+    def release(self) -> None:
+        with self._lock:
+            self._released.set()
+            for connection in self._held:
+                connection.close()
+            self._held.clear()
+
+    def close(self) -> None:
+        self.release()
+        with suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        self._listener.close()
+        self._thread.join(timeout=5)
+
+
+@contextmanager
+def held_connections() -> Iterator[HeldConnections]:
+    held = HeldConnections()
+    try:
+        yield held
+    finally:
+        held.close()

@@ -24,9 +24,6 @@ from monitor.core.states import PollErrorKind
 _SERVER_TEXT_LIMIT = 300
 """Longest stretch of server-chosen text (error messages, stray output) quoted in a message."""
 
-_MIN_SECRET_LENGTH = 6
-"""Shorter header and env values are not scrubbed: they would mangle ordinary words and guard nothing."""
-
 _HTTP_STATUS_STAND_INS = frozenset(
     {
         (types.INTERNAL_ERROR, "Server returned an error response"),
@@ -177,11 +174,8 @@ class Attempt:
         if self.target.transport == "stdio" and (tail := self.stderr.text()):
             message = f"{message}; stderr: {tail}"
         message = _visible(message)
-        secrets = {*self.target.headers.values(), *(self.target.env or {}).values(), *self.target.secrets}
-        secrets |= {part for value in self.target.headers.values() for part in value.split()}
-        for secret in sorted(secrets, key=len, reverse=True):
-            if len(secret) >= _MIN_SECRET_LENGTH:
-                message = message.replace(secret, "[redacted]")
+        for secret in self.target.secret_values():
+            message = message.replace(secret, "[redacted]")
         return PollError(error.kind, message)
 
 

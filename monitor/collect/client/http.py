@@ -157,6 +157,11 @@ class BodyTooLarge(httpx2.StreamError):
     """Raised into the SDK's `response.aread()`, which turns it into an error answer to the request."""
 
 
+LARGE_ANSWER_BYTES = 4 * 1024 * 1024
+"""Past this, an answer is read, parsed and measured one at a time per process: each costs several
+times its size in memory, so many large (or hostile, oversized) listings at once would add up."""
+
+
 class CappedBody(httpx2.AsyncByteStream):
     """An HTTP response body that stops at `cap` bytes, so a huge JSON answer is never buffered whole.
 
@@ -164,15 +169,27 @@ class CappedBody(httpx2.AsyncByteStream):
     checked; twice that leaves room for whitespace, since the limit counts compact JSON.
     """
 
-    def __init__(self, body: httpx2.AsyncByteStream, cap: int, on_over: Callable[[int], None]) -> None:
+    def __init__(
+        self,
+        body: httpx2.AsyncByteStream,
+        cap: int,
+        on_over: Callable[[int], None],
+        on_large: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self._body = body
         self._cap = cap
         self._on_over = on_over
+        self._on_large = on_large
+        """Awaited once, when the body passes `LARGE_ANSWER_BYTES` (see `Poll._large_answer`)."""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         size = 0
+        large = self._on_large
         async for chunk in self._body:
             size += len(chunk)
+            if large is not None and size > LARGE_ANSWER_BYTES:
+                await large()
+                large = None
             if size > self._cap:
                 self._on_over(self._cap)
                 raise BodyTooLarge(f"answer body exceeds {self._cap} bytes")

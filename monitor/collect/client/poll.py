@@ -14,10 +14,13 @@ message is a single readable line without secrets.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+import weakref
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -41,16 +44,40 @@ from pydantic import RootModel, ValidationError
 from monitor.collect.client.clients import LISTENER, HttpClients, Listener
 from monitor.collect.client.errors import Attempt, clip, stream_error, transport_failure, validation_summary
 from monitor.collect.client.http import CappedBody, EventHooks, media_type, new_client, status_line
-from monitor.collect.client.target import CLIENT_INFO, Era, FetchedListing, Limits, PollError, Target
+from monitor.collect.client.stdio import ResultsSeen
+from monitor.collect.client.target import Era, FetchedListing, Limits, Listed, PollError, Target
 from monitor.core.hosts import HostPolicy
 from monitor.core.states import PollErrorKind, ServerOrigin
 
+_SSE_ONLY = ("HTTP 400 ", "HTTP 404 ", "HTTP 405 ")
+"""How an SSE-only server (the 2024-11-05 transport) answers a Streamable HTTP POST."""
 Negotiated = tuple[Era, dict[str, Any] | None, dict[str, Any]]
 """The era, the serverInfo as sent, and the capabilities as sent."""
 
 
 class _Raw(RootModel[dict[str, Any]]):
     """A result kept as the dict the transport parsed, after the SDK's schema check."""
+
+
+MAX_REFETCHES = 3
+"""How often a listing whose pages straddled a change is fetched again from its first page."""
+
+
+class ProfileSession(ClientSession):
+    """A session that declares the target's client profile in either era.
+
+    The SDK derives the capabilities it declares from the callbacks it was given (both in
+    `initialize` and in every 2026-07-28 request's `_meta`); a poll answers no sampling or
+    elicitation request, yet must declare what the hosts it stands for declare, because servers
+    may show those hosts a different listing.
+    """
+
+    def __init__(self, *args: Any, capabilities: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.declared = types.ClientCapabilities.model_validate(capabilities)
+
+    def _build_capabilities(self, version: str) -> types.ClientCapabilities:
+        return self.declared
 
 
 async def fetch_listing(
@@ -60,8 +87,30 @@ async def fetch_listing(
 ) -> FetchedListing:
     """Connect to `target`, negotiate its era, and return the complete tool listing as sent.
 
-    With `clients`, a Streamable HTTP target is polled on its kept client (and connection)."""
-    return await Poll(target, limits, clients).run()
+    With `clients`, a Streamable HTTP target is polled on its kept client (and connection).
+
+    A Streamable HTTP target with `sse_fallback` whose URL refuses the POST with 400, 404 or 405
+    is polled over SSE instead, the backwards-compatibility path the MCP specification gives
+    clients and hosts take for a bare `url`.
+    """
+    poll = Poll(target, limits, clients)
+    try:
+        return await poll.run()
+    except PollError:
+        if not falls_back_to_sse(poll):
+            raise
+    return await Poll(as_sse(target), limits).run()
+
+
+def falls_back_to_sse(attempt: Attempt) -> bool:
+    """Whether a failed attempt on a `sse_fallback` target was the URL refusing Streamable HTTP."""
+    target = attempt.target
+    refused = (attempt.http_status or "").startswith(_SSE_ONLY)
+    return target.transport == "http" and target.sse_fallback and refused
+
+
+def as_sse(target: Target) -> Target:
+    return replace(target, transport="sse")
 
 
 class Poll(Attempt):
@@ -76,6 +125,10 @@ class Poll(Attempt):
         """Cancelled when the transport delivers something that is not JSON-RPC."""
         self.stream_error: Exception | None = None
         self.discover_refusal = ""
+        self.last_result: dict[str, Any] | None = None
+        """The result of the newest JSON-RPC response read, as parsed, before any schema check."""
+        self.invalid: list[str] = []
+        self.large_turn: asyncio.Semaphore | None = None
 
     async def run(self) -> FetchedListing:
         failure: Exception | None = None
@@ -84,6 +137,8 @@ class Poll(Attempt):
                 await self._connect_and_list()
             except Exception as exc:
                 failure = exc
+            finally:
+                self._end_large_answer()
         if self.listing is not None:
             # Complete before anything went wrong: a failure while shutting down changes nothing.
             return self.listing
@@ -94,39 +149,51 @@ class Poll(Attempt):
             session = await self._start(stack)
             with self.abort:
                 era, server_info, capabilities = await self._negotiate(session)
-                tools, pages, size = await self._list(session)
+                listed = await self._list_consistently(session)
+            self._end_large_answer()
             if self.stream_error is not None:
                 raise stream_error(self.stream_error)
             assert self.version is not None
             self.listing = FetchedListing(
-                tools=tools,
-                pages=pages,
-                listing_bytes=size,
+                tools=listed.tools,
+                pages=listed.pages,
+                listing_bytes=listed.size,
                 protocol_version=self.version,
                 era=era,
                 server_info=server_info,
                 capabilities=capabilities,
                 list_changed_advertised=_advertises_list_changed(capabilities),
                 elapsed_ms=(time.perf_counter() - self.started) * 1000,
+                validation_errors=self.invalid,
+                ttl_ms=listed.ttl_ms,
+                cache_scope=listed.cache_scope,
+                refetches=listed.refetches,
             )
 
     async def _start(self, stack: AsyncExitStack) -> ClientSession:
         """Open the transport and enter a session on it, both closed when `stack` is."""
         read_stream, write_stream = await stack.enter_async_context(await self._open(stack))
+        profile = self.target.client
         return await stack.enter_async_context(
-            ClientSession(
+            ProfileSession(
                 self._reader(read_stream),
                 write_stream,
                 message_handler=self._on_message,
-                client_info=CLIENT_INFO,
+                client_info=types.Implementation(name=profile.name, version=profile.version),
+                capabilities=profile.capabilities,
             )
         )
 
     def _reader(
         self, stream: ReadStream[SessionMessage | Exception]
     ) -> ReadStream[SessionMessage | Exception]:
-        """The transport's read stream as the session gets it; a watch wraps it to see the server go."""
-        return stream
+        """The transport's read stream as the session gets it, noting each result as it was parsed (a
+        listing that fails the schema check is kept from here); a watch wraps it to see the server go."""
+        return ResultsSeen(stream, self._seen)
+
+    def _seen(self, message: SessionMessage | Exception) -> None:
+        if isinstance(message, SessionMessage) and isinstance(message.message, types.JSONRPCResponse):
+            self.last_result = message.message.result
 
     async def _open(self, stack: AsyncExitStack) -> Transport:
         target = self.target
@@ -194,7 +261,22 @@ class Poll(Attempt):
             self.http_status = status_line(response) if response.status_code >= 400 else None
             if media_type(response) != "text/event-stream":  # SSE is bounded per event by max_sse_event_size
                 assert isinstance(response.stream, httpx2.AsyncByteStream)
-                response.stream = CappedBody(response.stream, 2 * self.limits.max_bytes, self._too_big)
+                response.stream = CappedBody(
+                    response.stream, 2 * self.limits.max_bytes, self._too_big, self._large_answer
+                )
+
+    async def _large_answer(self) -> None:
+        """Take the process's large-answer turn (held until the listing is read or the poll ends), so
+        concurrent polls of huge listings are parsed one at a time and memory stays bounded."""
+        if self.large_turn is None:
+            turn = _large_answer_turns()
+            await turn.acquire()
+            self.large_turn = turn
+
+    def _end_large_answer(self) -> None:
+        if self.large_turn is not None:
+            self.large_turn.release()
+            self.large_turn = None
 
     def _too_big(self, cap: int) -> None:
         if self.oversized is None:
@@ -234,8 +316,10 @@ class Poll(Attempt):
         request = types.InitializeRequest(
             params=types.InitializeRequestParams(
                 protocol_version=LATEST_HANDSHAKE_VERSION,
-                capabilities=types.ClientCapabilities(),
-                client_info=CLIENT_INFO,
+                capabilities=types.ClientCapabilities.model_validate(self.target.client.capabilities),
+                client_info=types.Implementation(
+                    name=self.target.client.name, version=self.target.client.version
+                ),
             )
         )
         raw = (await session.send_request(request, _Raw)).root
@@ -285,40 +369,103 @@ class Poll(Attempt):
         server_info = meta.get(types.SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
         return "modern", server_info if isinstance(server_info, dict) else None, raw["capabilities"]
 
-    async def _list(self, session: ClientSession) -> tuple[list[dict[str, Any]], int, int]:
+    def _kept_despite(self, error: ValidationError, page: int) -> dict[str, Any]:
+        """A tools/list page that breaks the schema hosts validate against (an `inputSchema` without
+        `"type": "object"`, say): kept as sent, with where it breaks, when it still holds a tools array."""
+        result = self.last_result
+        if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+            raise error
+        details = error.errors()
+        room = MAX_VALIDATION_ERRORS - len(self.invalid)
+        where = "" if page == 1 else f"page {page}: "
+        for detail in details[: max(room, 0)]:
+            location = ".".join(str(part) for part in detail["loc"]) or "result"
+            self.invalid.append(clip(f"{where}{location}: {detail['msg']}"))
+        if len(details) > room > -1:
+            self.invalid.append(f"{where}and {len(details) - max(room, 0)} more schema violation(s)")
+        return result
+
+    async def _list_consistently(self, session: ClientSession) -> Listed:
+        """Every page, with no cross-page guarantee from the server (2026-07-28 says so outright): a
+        paged listing's first page is fetched again at the end, and when it differs the pages
+        straddled a change, so the listing is fetched again from the start, at most `MAX_REFETCHES` times."""
+        for refetches in range(MAX_REFETCHES + 1):
+            listed = await self._list(session)
+            listed.refetches = refetches
+            if listed.pages == 1:
+                return listed
+            self.stage = "tools/list (first page again)"
+            self.last_result = None
+            again: Any
+            try:
+                again = (await session.send_request(types.ListToolsRequest(params=None), _Raw)).root
+            except ValidationError:  # as invalid as the first time: compare what was sent
+                again = self.last_result
+            if isinstance(again, dict) and again.get("tools") == listed.first_page:
+                return listed
+        raise PollError(
+            PollErrorKind.LIMIT,
+            f"the listing changed while it was paged {MAX_REFETCHES + 1} times in a row: "
+            "no consistent listing to record",
+        )
+
+    async def _list(self, session: ClientSession) -> Listed:
         limits = self.limits
-        tools: list[dict[str, Any]] = []
+        listed = Listed()
         cursors: set[str] = set()
         cursor: str | None = None
-        pages = size = 0
         while True:
-            if pages == limits.max_pages:
+            if listed.pages == limits.max_pages:
                 raise PollError(
                     PollErrorKind.LIMIT, f"listing exceeds {limits.max_pages} pages (cursor loop?)"
                 )
-            pages += 1
+            listed.pages += 1
+            pages = listed.pages
             self.stage = "tools/list" if pages == 1 else f"tools/list (page {pages})"
             params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
-            result = (await session.send_request(types.ListToolsRequest(params=params), _Raw)).root
-            size += _json_size(result)
-            if size > limits.max_bytes:
+            self.last_result = None
+            try:
+                result = (await session.send_request(types.ListToolsRequest(params=params), _Raw)).root
+            except ValidationError as exc:
+                result = self._kept_despite(exc, listed.pages)
+            listed.size += _json_size(result)
+            if listed.size > limits.max_bytes:
                 raise PollError(
                     PollErrorKind.LIMIT, f"listing exceeds {limits.max_bytes} bytes (at page {pages})"
                 )
-            tools.extend(result["tools"])
-            if len(tools) > limits.max_tools:
+            if pages == 1:
+                listed.first_page = result["tools"]
+            listed.tools.extend(result["tools"])
+            listed.cache_hints(result)
+            if len(listed.tools) > limits.max_tools:
                 raise PollError(
                     PollErrorKind.LIMIT, f"listing exceeds {limits.max_tools} tools (at page {pages})"
                 )
             cursor = result.get("nextCursor")
             if cursor is None:
-                return tools, pages, size
+                return listed
             if cursor in cursors:
                 raise PollError(
                     PollErrorKind.LIMIT,
                     f"server repeated cursor {clip(cursor)!r} on page {pages} (cursor loop)",
                 )
             cursors.add(cursor)
+
+
+MAX_VALIDATION_ERRORS = 20
+"""Schema violations recorded per listing; the count of the rest is kept."""
+
+
+_TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def _large_answer_turns() -> asyncio.Semaphore:
+    """The running loop's one turn for large answers."""
+    loop = asyncio.get_running_loop()
+    turns = _TURNS.get(loop)
+    if turns is None:
+        turns = _TURNS[loop] = asyncio.Semaphore(1)
+    return turns
 
 
 def _advertises_list_changed(capabilities: Mapping[str, Any]) -> bool:
@@ -336,5 +483,13 @@ def _supported_versions(error: MCPError) -> list[str] | None:
         return None
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def _json_size(value: Any) -> int:
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+    """Compact-JSON size in UTF-8, counted chunk by chunk: a 20 MB answer is not copied twice more
+    (as one string, then as its bytes) just to be measured."""
+    return sum(
+        len(chunk) if chunk.isascii() else len(chunk.encode("utf-8", "surrogatepass"))
+        for chunk in _COMPACT.iterencode(value)
+    )

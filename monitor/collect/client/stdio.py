@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TextIO
+from typing import Any, Self, TextIO
 
 import anyio
 from mcp.client._transport import ReadStream
@@ -92,7 +92,7 @@ class EndNoticed:
             self._on_end()
             raise
 
-    def __aiter__(self) -> EndNoticed:
+    def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> SessionMessage | Exception:
@@ -104,8 +104,25 @@ class EndNoticed:
     async def aclose(self) -> None:
         await self._stream.aclose()
 
-    async def __aenter__(self) -> EndNoticed:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+class ResultsSeen(EndNoticed):
+    """A transport's read stream that shows each message to `on_message` as the session reads it."""
+
+    def __init__(
+        self,
+        stream: ReadStream[SessionMessage | Exception],
+        on_message: Callable[[SessionMessage | Exception], None],
+    ) -> None:
+        super().__init__(stream, lambda: None)
+        self._on_message = on_message
+
+    async def receive(self) -> SessionMessage | Exception:
+        message = await super().receive()
+        self._on_message(message)
+        return message

@@ -4,24 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any, Literal
 
-import mcp_types as types
-
+from monitor.core.clients import DEFAULT_PROFILE, ClientProfile
 from monitor.core.states import PollErrorKind, ServerOrigin
 
 Era = Literal["handshake", "modern"]
 
 
-def _client_version() -> str:
-    try:
-        return metadata.version("drift-monitor")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
-CLIENT_INFO = types.Implementation(name="drift-monitor", version=_client_version())
+MIN_SECRET_LENGTH = 6
+"""Shorter header and env values are not scrubbed: they would mangle ordinary words and guard nothing."""
 
 
 @dataclass(frozen=True)
@@ -37,12 +29,25 @@ class Target:
     """Extra environment for a stdio server, over the SDK's small safe default; scrubbed like headers."""
     cwd: str | None = None
     era: Era = "handshake"
+    sse_fallback: bool = False
+    """For "http": poll over SSE when the URL refuses Streamable HTTP with a 4xx (`fetch_listing`)."""
     secrets: Sequence[str] = ()
     """Every value `${VAR}`-expanded into this target (the URL included): scrubbed from messages too."""
     origin: ServerOrigin = ServerOrigin.API
     """"config" targets come from a config file and may be anywhere; "api" ones were registered over
     HTTP, so every connection they make is checked against `Limits.allowed_hosts` (`HostPolicy`).
     The default is the checked one: a target nobody vouched for is not trusted."""
+    client: ClientProfile = DEFAULT_PROFILE
+    """Who the poll says it is (`clientInfo`) and what it declares it can do, in either era."""
+    views: tuple[ClientProfile, ...] = ()
+    """Further client profiles of the server, each polled after `client` and stored as its own view."""
+
+    def secret_values(self) -> list[str]:
+        """Every configured secret (header and env values, their words, expanded variables), longest
+        first; values shorter than `MIN_SECRET_LENGTH` are left out (scrubbing them would mangle words)."""
+        values = {*self.headers.values(), *(self.env or {}).values(), *self.secrets}
+        values |= {part for value in self.headers.values() for part in value.split()}
+        return sorted((v for v in values if len(v) >= MIN_SECRET_LENGTH), key=len, reverse=True)
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,39 @@ class FetchedListing:
     list_changed_advertised: bool
     elapsed_ms: float
     """From the start of the poll to the last page, excluding shutdown."""
+    validation_errors: list[str] = field(default_factory=list)
+    """Where the pages break the negotiated version's schema, which hosts validate against: the
+    listing is kept as sent all the same, and stored as an invalid version."""
+    ttl_ms: int | None = None
+    """`ttlMs` (2026-07-28), the longest of the pages': how long a host may keep this listing."""
+    cache_scope: str | None = None
+    """`cacheScope`: `public`, or `private` when any page says so."""
+    refetches: int = 0
+    """How often the listing was fetched again from the start because its pages straddled a change."""
+
+
+@dataclass
+class Listed:
+    """One pass over every page of `tools/list`."""
+
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    first_page: list[Any] = field(default_factory=list)
+    pages: int = 0
+    size: int = 0
+    ttl_ms: int | None = None
+    cache_scope: str | None = None
+    refetches: int = 0
+
+    def cache_hints(self, result: Mapping[str, Any]) -> None:
+        """`ttlMs` and `cacheScope` (2026-07-28). A host may keep each page for its TTL, so the
+        listing's is the longest; a malformed hint is ignored, as a host would ignore it."""
+        ttl = result.get("ttlMs")
+        if isinstance(ttl, int) and not isinstance(ttl, bool) and 0 <= ttl < 2**63:
+            self.ttl_ms = ttl if self.ttl_ms is None else max(self.ttl_ms, ttl)
+        scope = result.get("cacheScope")
+        if isinstance(scope, str) and scope in ("public", "private"):
+            # private wins: a listing any page of which is private is not to be shared
+            self.cache_scope = "private" if "private" in (scope, self.cache_scope) else scope
 
 
 class PollError(Exception):

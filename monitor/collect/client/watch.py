@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from monitor.collect.client.errors import clip, stream_error, transport_failure
 from monitor.collect.client.http import EventHooks, NoticedBody, media_type, status_line
-from monitor.collect.client.poll import Poll
+from monitor.collect.client.poll import Poll, as_sse, falls_back_to_sse
 from monitor.collect.client.stdio import EndNoticed
 from monitor.collect.client.target import Era, Limits, PollError, Target
 from monitor.core.states import PollErrorKind
@@ -37,6 +37,7 @@ async def watch_list_changed(
     *,
     on_ready: Callable[[], None],
     on_change: Callable[[], None],
+    on_ack: Callable[[bool], None] | None = None,
 ) -> None:
     """Hold one long-lived session and report every tools list-changed notification until it ends.
 
@@ -45,13 +46,20 @@ async def watch_list_changed(
     `notifications/tools/list_changed` on the session (for Streamable HTTP, on its GET stream);
     the 2026-07-28 era needs a `subscriptions/listen` stream. `on_ready` runs once that channel is
     open, then `on_change` once per notification, in order, each in a worker thread so a blocking
-    callback never stalls the session; their exceptions propagate as they are.
+    callback never stalls the session; their exceptions propagate as they are. On 2026-07-28
+    sessions `on_ack` first hears whether the listen acknowledgement kept `toolsListChanged`.
 
     Returns when the server closes the session gracefully (the listen stream's result, or the end
     of the HTTP notification stream); raises `PollError` when the session cannot be established or
     drops (including a stdio server exiting). Cancelling closes the session and stops a stdio server.
     """
-    await _Watch(target, limits, on_ready=on_ready, on_change=on_change).watch()
+    attempt = _Watch(target, limits, on_ready=on_ready, on_change=on_change, on_ack=on_ack)
+    try:
+        await attempt.watch()
+    except PollError:
+        if not falls_back_to_sse(attempt):  # as `fetch_listing` does for a bare `url`
+            raise
+        await _Watch(as_sse(target), limits, on_ready=on_ready, on_change=on_change, on_ack=on_ack).watch()
 
 
 class _Watch(Poll):
@@ -64,8 +72,10 @@ class _Watch(Poll):
         *,
         on_ready: Callable[[], None],
         on_change: Callable[[], None],
+        on_ack: Callable[[bool], None] | None = None,
     ) -> None:
         super().__init__(target, limits)
+        self.on_ack = on_ack
         self.on_ready = on_ready
         self.on_change = on_change
         self.era: Era | None = None
@@ -90,6 +100,8 @@ class _Watch(Poll):
                 await self._connect_and_watch()
         except Exception as exc:
             failure = exc
+        finally:
+            self._end_large_answer()
         if self.callback_error is not None:
             raise self.callback_error
         if failure is not None or self.setup.cancel_called:  # a deadline that struck leaves no exception
@@ -100,6 +112,7 @@ class _Watch(Poll):
             session = await self._start(stack)
             with self.abort:
                 self.era, _, _ = await self._negotiate(session)
+                self._end_large_answer()  # a watch lives on: it must not keep the large-answer turn
                 if self.era == "modern":
                     await self._watch_listen(session)
                 else:
@@ -122,7 +135,11 @@ class _Watch(Poll):
                 raise PollError(
                     PollErrorKind.PROTOCOL, "server ended subscriptions/listen before acknowledging it"
                 ) from None
-            if not subscription.honored.tools_list_changed:
+            honored = subscription.honored.tools_list_changed is True
+            on_ack = self.on_ack
+            if on_ack is not None:
+                await self._call(lambda: on_ack(honored))
+            if not honored:
                 raise PollError(
                     PollErrorKind.PROTOCOL,
                     "server does not support subscriptions/listen for tools: it honored none",

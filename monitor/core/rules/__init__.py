@@ -9,7 +9,9 @@ in the order of the generated docs (the modules import alphabetically: keep it s
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.rules import annotations as _annotations  # noqa: F401 - registers the annotation rules
 from monitor.core.rules import content as _content  # noqa: F401 - registers the content rules
+from monitor.core.rules import listings as _listings  # noqa: F401 - registers whole-listing rules
 from monitor.core.rules import servers as _servers  # noqa: F401 - registers server and session rules
+from monitor.core.rules import views as _views  # noqa: F401 - registers the client-view rules
 from monitor.core.rules.catalog import CATALOG, Check, Rule, Scope
 from monitor.core.rules.content import schema_diff
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.listing import HINT_DEFAULTS, Tool, annotations_of
 from monitor.core.rules.catalog import CATALOG, rule
-from monitor.core.text import describe_hidden, hidden_characters, make_visible, word_diff
+from monitor.core.text import describe_hidden, hidden_characters, make_visible, smuggled_text, word_diff
 
 _TEXT_FIELDS = ("description", "title", "annotations.title")
 
@@ -42,15 +41,27 @@ def _hidden_text(change: ToolChange) -> Iterator[Finding]:
             _text_field(change.old, path)
         )
         if added:
+            text = _text_field(change.new, path)
+            smuggled = smuggled_text(text)
+            reads = "".join(f' Hidden text reads: "{run}".' for run in smuggled[:3])
             yield CATALOG["hidden-text-in-description"].finding(
                 change,
                 path,
                 None,
-                make_visible(_text_field(change.new, path)),
+                make_visible(text),
                 f"The {path} of {change.label()} now contains invisible characters: "
-                f"{describe_hidden(added)}.",
-                detail={"codepoints": [f"U+{ord(c):04X}" for c in sorted(added)]},
+                f"{_describe_added(added)}.{reads}",
+                detail={"codepoints": [f"U+{ord(c):04X}" for c in sorted(added)], "hidden_text": smuggled},
             )
+
+
+def _describe_added(chars: set[str]) -> str:
+    """Each hidden character by name, except Unicode tags, which are counted (their text is decoded)."""
+    tags = {char for char in chars if 0xE0000 <= ord(char) <= 0xE007F}
+    parts = [describe_hidden(chars - tags)] if chars - tags else []
+    if tags:
+        parts.append(f"{len(tags)} distinct Unicode tag character(s) (U+E0000-U+E007F)")
+    return ", ".join(parts)
 
 
 @rule(
@@ -136,8 +147,39 @@ def schema_diff(old: Any, new: Any, path: str = "") -> list[dict[str, Any]]:
 
 
 def _same_json(a: Any, b: Any) -> bool:
-    """JSON equality: Python's `==` conflates true with 1, which schemas keep apart."""
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    """JSON equality: Python's `==` conflates true with 1 (and 1 with 1.0), which schemas keep apart.
+
+    Compared in place, without serialising: rules compare whole schemas, which a server may make
+    megabytes large, and serialising both sides for every rule cost seconds on the writer's thread.
+    """
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, dict):
+            if x.keys() != y.keys():
+                return False
+            stack.extend((x[key], y[key]) for key in x)
+        elif isinstance(x, list):
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y, strict=True))
+        elif x != y:
+            return False
+    return True
+
+
+SCHEMA_ROWS_KEPT = 500
+"""Most schema-change rows a finding keeps; the rest are counted (`schema_diff_omitted`). A hostile
+schema may change 100,000 properties at once, and every API response must stay a few MB."""
+
+
+def _schema_detail(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    detail: dict[str, Any] = {"schema_diff": rows[:SCHEMA_ROWS_KEPT]}
+    if len(rows) > SCHEMA_ROWS_KEPT:
+        detail["schema_diff_omitted"] = len(rows) - SCHEMA_ROWS_KEPT
+    return detail
 
 
 @rule(
@@ -165,7 +207,7 @@ def _input_schema_changed(change: ToolChange) -> Iterator[Finding]:
             old,
             new,
             f"The input schema of {change.label()} changed ({_summary(rows)}).",
-            detail={"schema_diff": rows},
+            detail=_schema_detail(rows),
         )
 
 
@@ -191,7 +233,7 @@ def _output_schema_changed(change: ToolChange) -> Iterator[Finding]:
             old,
             new,
             f"The output schema of {change.label()} changed ({_summary(rows)}).",
-            detail={"schema_diff": rows},
+            detail=_schema_detail(rows),
         )
 
 
@@ -244,6 +286,8 @@ def _definition_changed(change: ToolChange) -> Iterator[Finding]:
             both_objects = isinstance(old, Mapping) and isinstance(new, Mapping)
             if both_objects or isinstance(old, Mapping):
                 continue
+            if isinstance(new, Mapping) and new:
+                continue  # annotations first declared: each key is reported below, beside its own rule
         elif key in _RULED_KEYS and not _same_json(old, new):
             continue
         yield _other_change(change, key, old, new)

@@ -30,6 +30,13 @@ for _server_rule in (
         "server",
     ),
     Rule(
+        "listing-flapping",
+        Severity.MEDIUM,
+        "The listing went back to an earlier version and away again 3 times within 1 h (configurable): one "
+        "alert, as severe as the worst change it holds back, replaces per-change alerts until it settles.",
+        "server",
+    ),
+    Rule(
         "session-stale",
         Severity.HIGH,
         "A registered host session still holds an older listing than the server's current one, past "
@@ -63,13 +70,21 @@ class WatchState:
     """Since when the session has been healthy; None while it is down."""
     last_notification_at: datetime | None
     list_changed_advertised: bool | None
+    shares_polled_instance: bool = True
+    """Whether the session talks to the server instance the polls see. Not so for stdio: every poll
+    starts a new process, so a new stdio listing is a new deployment that the watch session's own
+    (older) process never served, and its silence proves nothing."""
 
 
 def announced(watch: WatchState, previous_confirmed: datetime) -> bool | None:
     """Whether a change after `previous_confirmed` (the old version's last poll) was announced.
 
-    None when no healthy watch session covered that whole gap: then silence proves nothing.
+    None when no healthy watch session covered that whole gap, on the very instance that now serves
+    the new listing: then silence proves nothing. A session that dropped and reconnected is healthy
+    only since it reconnected (the watch manager records each connection afresh).
     """
+    if not watch.shares_polled_instance:
+        return None
     if watch.connected_since is None or watch.connected_since > previous_confirmed:
         return None
     return watch.last_notification_at is not None and watch.last_notification_at >= previous_confirmed
@@ -94,6 +109,40 @@ def listing_changed_silently(
             "list_changed_advertised": watch.list_changed_advertised,
             "watching_since": watch.connected_since.isoformat(),
         },
+    )
+
+
+def listing_flapping(
+    server: str,
+    returns: int,
+    threshold: int,
+    window: timedelta,
+    versions: Sequence[int],
+    listings: int,
+    held_back: Sequence[Finding] = (),
+) -> Finding | None:
+    """Raised at every new version while the server has returned `threshold` times within `window`.
+
+    `held_back` are this change's own findings, which open no alerts while the server flaps.
+    """
+    if returns < threshold:
+        return None
+    severity = max([Severity.MEDIUM, *(f.severity for f in held_back)], key=lambda s: s.rank)
+    shown = ", ".join(f"v{v}" for v in versions[:12]) + (", ..." if len(versions) > 12 else "")
+    return CATALOG["listing-flapping"].finding(
+        None,
+        None,
+        None,
+        None,
+        f"{server} went back to an earlier listing {returns} times within {window} ({shown}, alternating "
+        f"between {listings} listings): per-change alerts are held back until it settles.",
+        detail={
+            "returns": returns,
+            "versions": list(versions),
+            "baseline_version": max(1, versions[0] - 1) if versions else None,
+            "window_seconds": window.total_seconds(),
+        },
+        severity=severity,
     )
 
 

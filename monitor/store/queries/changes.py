@@ -33,6 +33,7 @@ def change_query() -> Any:
             FindingRecord.detail,
             _FROM.version.label("from_version"),
             _TO.version.label("to_version"),
+            FindingRecord.silence_id,
         )
         .join(Server, Server.id == FindingRecord.server_id)
         .outerjoin(_FROM, _FROM.id == FindingRecord.from_snapshot_id)
@@ -47,11 +48,18 @@ def list_changes(
     min_severity: Severity | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    tool: str | None = None,
+    rule: str | None = None,
     limit: int,
     before: int | None = None,
 ) -> list[ChangeRecord]:
-    """Findings newest first, worst first within one poll; `before` is the previous page's last id."""
+    """Findings newest first, worst first within one poll; `before` is the previous page's last id.
+    `tool` and `rule` match exactly (a tool's name is whatever the server sent)."""
     query = change_query()
+    if tool is not None:
+        query = query.where(FindingRecord.tool == tool)
+    if rule is not None:
+        query = query.where(FindingRecord.rule == rule)
     if server_id is not None:
         query = query.where(FindingRecord.server_id == server_id)
     if min_severity is not None:

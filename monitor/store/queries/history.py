@@ -182,6 +182,17 @@ class DiffView:
     """True when the findings are the ones recorded when the change was detected (adjacent versions)."""
 
 
+def server_definition(session: Session, server_id: int, fingerprint: str) -> dict[str, Any] | None:
+    """The tool definition with this content address, if a version of this server listed it."""
+    return session.scalar(
+        select(ToolDefinition.definition)
+        .join(ListingTool, ListingTool.tool_id == ToolDefinition.id)
+        .join(Snapshot, Snapshot.listing_id == ListingTool.listing_id)
+        .where(Snapshot.server_id == server_id, ToolDefinition.fingerprint == fingerprint)
+        .limit(1)
+    )
+
+
 def _members(session: Session, listing_id: int) -> dict[str, int]:
     """Tool name -> tool definition id of one listing: enough to see which tools changed."""
     return dict(
@@ -275,12 +286,14 @@ def tool_history(session: Session, server_id: int, tool: str) -> list[ToolVersio
     ).all()
     if not spans:
         return []
-    server_listings = select(Snapshot.listing_id).where(Snapshot.server_id == server_id)
+    # From the server's own versions to their members: the name alone (shared by every server's
+    # tool of that name) would read every server's definitions first.
     holding = dict(
         session.execute(
             select(ListingTool.listing_id, ToolDefinition.id)
+            .join(Snapshot, Snapshot.listing_id == ListingTool.listing_id)
             .join(ToolDefinition, ToolDefinition.id == ListingTool.tool_id)
-            .where(ToolDefinition.name == tool, ListingTool.listing_id.in_(server_listings))
+            .where(Snapshot.server_id == server_id, ToolDefinition.name == tool)
         ).all()
     )
     if not holding:

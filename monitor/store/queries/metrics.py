@@ -1,39 +1,49 @@
-"""The counts /metrics reports, read at scrape time so every monitor process reports the same totals."""
+"""The gauges /metrics reads from the database at scrape time, so every monitor process reports the
+same state. Events (polls, alerts, deliveries) are counted in-process instead (`monitor.metrics`):
+these tables are pruned, and a counter must never go down."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
 from monitor.core.states import AlertState, DeliveryState, ServerStatus
-from monitor.store.marks import epoch_ms
-from monitor.store.models import Alert, PollAttempt, PollMark, Server, Snapshot, WebhookDelivery
+from monitor.store.models import Alert, Server, Snapshot, WebhookDelivery
 from monitor.store.records import SEVERITIES
+
+MAX_SERVER_SERIES = 2000
+"""Per-server gauges cover at most this many servers (by name), so one scrape stays bounded."""
+
+
+@dataclass(frozen=True)
+class ServerMetrics:
+    name: str
+    up: bool | None
+    """Whether the last poll succeeded; None before the first poll."""
+    version: int
+    """The current listing version, 0 before the first successful poll."""
+    last_poll_at: datetime | None
+    last_success_at: datetime | None
+    open_alerts: dict[str, int]
+    """Unresolved alerts by severity, every severity present."""
 
 
 @dataclass(frozen=True)
 class MetricsData:
-    polls_ok: int
-    polls_failed: int
     servers_by_status: dict[ServerStatus, int]
     alerts: dict[tuple[AlertState, str], int]
     """(state, severity) -> count, for open and acknowledged alerts."""
     pending_deliveries: int
     oldest_pending_delivery: datetime | None
-    recent_durations_ms: list[float]
     snapshot_versions: int
+    servers: list[ServerMetrics]
 
 
-def read_metrics(session: Session, *, now: datetime, window: timedelta) -> MetricsData:
-    """Successful polls are the sum of the versions' poll counts (success rows are trimmed, spans are
-    not); failed polls are kept one row each. Durations are those of the polls in the last `window`."""
-    polls_ok = session.scalar(select(func.coalesce(func.sum(Snapshot.poll_count), 0))) or 0
-    polls_failed = session.scalar(
-        select(func.count()).select_from(PollAttempt).where(PollAttempt.ok.is_(False))
-    )
+def read_metrics(session: Session) -> MetricsData:
+    """The state /metrics reports as gauges, read in one session."""
     never = Server.last_poll_at.is_(None)
     failing = and_(Server.last_poll_at.is_not(None), Server.consecutive_failures > 0)
     total, never_polled, failing_count = session.execute(
@@ -61,18 +71,52 @@ def read_metrics(session: Session, *, now: datetime, window: timedelta) -> Metri
             WebhookDelivery.state == DeliveryState.PENDING
         )
     ).one()
-    durations = [
-        *session.scalars(select(PollAttempt.duration_ms).where(PollAttempt.started_at >= now - window)),
-        *session.scalars(select(PollMark.duration_ms).where(PollMark.started_ms >= epoch_ms(now - window))),
-    ]
     versions = session.scalar(select(func.count()).select_from(Snapshot)) or 0
     return MetricsData(
-        polls_ok=int(polls_ok),
-        polls_failed=int(polls_failed or 0),
         servers_by_status=statuses,
         alerts=alerts,
         pending_deliveries=int(pending),
         oldest_pending_delivery=oldest,
-        recent_durations_ms=[float(d) for d in durations],
         snapshot_versions=int(versions),
+        servers=_servers(session),
     )
+
+
+def _servers(session: Session) -> list[ServerMetrics]:
+    """One row per registered server (the first `MAX_SERVER_SERIES` by name): its up-ness, version, alerts."""
+    versions = (
+        select(Snapshot.server_id, func.max(Snapshot.version).label("version"))
+        .group_by(Snapshot.server_id)
+        .subquery()
+    )
+    rows = session.execute(
+        select(
+            Server.id,
+            Server.name,
+            Server.last_poll_at,
+            Server.last_success_at,
+            Server.consecutive_failures,
+            versions.c.version,
+        )
+        .outerjoin(versions, versions.c.server_id == Server.id)
+        .order_by(Server.name)
+        .limit(MAX_SERVER_SERIES)
+    ).all()
+    alerts: dict[int, dict[str, int]] = {}
+    for server_id, severity, count in session.execute(
+        select(Alert.server_id, Alert.severity, func.count())
+        .where(Alert.state.in_(AlertState.unresolved()))
+        .group_by(Alert.server_id, Alert.severity)
+    ):
+        alerts.setdefault(server_id, {})[severity] = int(count)
+    return [
+        ServerMetrics(
+            name=name,
+            up=None if last_poll is None else failures == 0,
+            version=int(version or 0),
+            last_poll_at=last_poll,
+            last_success_at=last_success,
+            open_alerts={severity: alerts.get(server_id, {}).get(severity, 0) for severity in SEVERITIES},
+        )
+        for server_id, name, last_poll, last_success, failures, version in rows
+    ]

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from monitor.core.states import AlertState
 from monitor.store.marks import from_epoch_ms
 from monitor.store.models import PollAttempt, PollMark, Server
 from monitor.store.queries.alerts import open_alert_counts
@@ -37,6 +38,11 @@ _SERVER_COLUMNS = (
     Server.era,
     Server.interval_seconds,
     Server.headers,
+    Server.approval,
+    Server.client,
+    Server.ttl_ms,
+    Server.cache_scope,
+    Server.tools_list_changed_honored,
 )
 """Plain columns rather than ORM objects: the overview reads hundreds of servers per request."""
 
@@ -58,7 +64,9 @@ def redact_url(url: str | None) -> str | None:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
-def _server_record(row: Any, current: SnapshotRecord | None, alerts: dict[str, int]) -> ServerRecord:
+def _server_record(
+    row: Any, current: SnapshotRecord | None, alerts: dict[str, int], acknowledged: dict[str, int]
+) -> ServerRecord:
     """The record of one row of `_SERVER_COLUMNS`: the headers only say whether there are any."""
     return ServerRecord.model_validate(
         {
@@ -68,6 +76,7 @@ def _server_record(row: Any, current: SnapshotRecord | None, alerts: dict[str, i
             "has_headers": bool(row.headers),
             "current": current,
             "open_alerts": {s: alerts.get(s, 0) for s in SEVERITIES},
+            "acknowledged_alerts": {s: acknowledged.get(s, 0) for s in SEVERITIES},
         }
     )
 
@@ -85,7 +94,10 @@ def list_servers(
     ids = [r.id for r in rows] if limit is not None or after is not None else None
     currents = current_snapshots(session, ids)
     alerts = open_alert_counts(session, ids)
-    return [_server_record(r, currents.get(r.id), alerts.get(r.id, {})) for r in rows]
+    acknowledged = open_alert_counts(session, ids, state=AlertState.ACKNOWLEDGED)
+    return [
+        _server_record(r, currents.get(r.id), alerts.get(r.id, {}), acknowledged.get(r.id, {})) for r in rows
+    ]
 
 
 def find_server(session: Session, name: str) -> ServerRecord | None:
@@ -93,7 +105,8 @@ def find_server(session: Session, name: str) -> ServerRecord | None:
     if row is None:
         return None
     current = current_snapshots(session, [row.id]).get(row.id)
-    return _server_record(row, current, open_alert_counts(session, [row.id]).get(row.id, {}))
+    acknowledged = open_alert_counts(session, [row.id], state=AlertState.ACKNOWLEDGED).get(row.id, {})
+    return _server_record(row, current, open_alert_counts(session, [row.id]).get(row.id, {}), acknowledged)
 
 
 def server_id(session: Session, name: str) -> int | None:
@@ -113,6 +126,12 @@ class AttemptRow:
     ok: bool
     error_kind: str | None
     error: str | None
+    id: int = 0
+    has_raw: bool = False
+    """A listing that could not be read was kept with it (see `raw_payload`)."""
+    ttl_ms: int | None = None
+    cache_scope: str | None = None
+    refetches: int | None = None
 
 
 def recent_attempts(session: Session, server_id: int, limit: int = 10) -> list[AttemptRow]:
@@ -124,12 +143,17 @@ def recent_attempts(session: Session, server_id: int, limit: int = 10) -> list[A
             PollAttempt.ok,
             PollAttempt.error_kind,
             PollAttempt.error,
+            PollAttempt.id,
+            PollAttempt.raw_payload.is_not(None).label("has_raw"),
+            PollAttempt.ttl_ms,
+            PollAttempt.cache_scope,
+            PollAttempt.refetches,
         )
         .where(PollAttempt.server_id == server_id)
         .order_by(PollAttempt.id.desc())
         .limit(limit)
     ).all()
-    attempts = [AttemptRow(*row) for row in rows]
+    attempts = [AttemptRow(**row._asdict()) for row in rows]
     marks = session.execute(
         select(PollMark.started_ms, PollMark.duration_ms)
         .where(PollMark.server_id == server_id)
@@ -138,3 +162,12 @@ def recent_attempts(session: Session, server_id: int, limit: int = 10) -> list[A
     ).all()
     attempts += [AttemptRow(from_epoch_ms(at), float(ms), True, None, None) for at, ms in marks]
     return sorted(attempts, key=lambda a: a.started_at, reverse=True)[:limit]
+
+
+def raw_payload(session: Session, server_id: int, attempt_id: int) -> str | None:
+    """What a server sent in a poll that could not be read as a listing, if it was kept."""
+    return session.scalar(
+        select(PollAttempt.raw_payload).where(
+            PollAttempt.id == attempt_id, PollAttempt.server_id == server_id
+        )
+    )

@@ -1,26 +1,31 @@
-"""/api/v1/alerts: alerts newest first, and acknowledging one."""
+"""/api/v1/alerts: the alerts newest first, one with its findings and deliveries; acknowledge, resolve."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, HTTPException, Query
+from pydantic import BaseModel, ConfigDict, Field
 
 from monitor.core.rules import Severity
 from monitor.core.states import AlertState
-from monitor.notify import alerts
+from monitor.notify import handling
 from monitor.store import queries
-from monitor.store.records import AlertRecord
+from monitor.store.records import AlertDetail, AlertRecord
 from monitor.webapp.api.schemas import (
     ERRORS,
+    NO_NUL,
     SERVER_NAME,
     WRITE_ERRORS,
     ApiJSONResponse,
+    ErrorOut,
     IntCursor,
     Limit,
     Page,
+    RuleId,
     not_found,
 )
+from monitor.webapp.api.strict import contradiction
 from monitor.webapp.deps import (
     ReadSession,
     Web,
@@ -46,31 +51,94 @@ def list_alerts(
     state: AlertState | None = None,
     server: Annotated[str | None, Query(max_length=200, pattern=SERVER_NAME)] = None,
     min_severity: Severity | None = None,
+    severity: Annotated[Severity | None, Query(description="Exactly this severity")] = None,
+    rule: RuleId = None,
     limit: Limit = 100,
     before: IntCursor = None,
 ) -> Page[AlertRecord, int]:
+    if severity is not None and min_severity is not None:
+        raise contradiction(("severity", "min_severity"), "give severity or min_severity, not both")
     rows = queries.list_alerts(
         session,
         state=state,
         server_id=server_id_or_404(session, server) if server is not None else None,
         min_severity=min_severity,
+        severity=severity,
+        rule=rule,
         limit=limit + 1,
         before=before,
     )
     return Page.of(rows, limit, lambda alert: alert.id)
 
 
+class AlertNote(BaseModel):
+    """Who acknowledges or resolves an alert, and why: shown on the alert's page."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    by: str | None = Field(default=None, max_length=200, pattern=NO_NUL, description="A name or handle")
+    note: str | None = Field(default=None, max_length=2000, pattern=NO_NUL)
+
+
+CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorOut, "description": "The alert is already resolved"}
+}
+
+
+@router.get(
+    "/alerts/{alert_id}", summary="One alert, its findings and its deliveries", responses=not_found("alert")
+)
+def get_alert(alert: Annotated[AlertRecord, Depends(alert_or_404)], session: ReadSession) -> AlertDetail:
+    detail = queries.alert_detail(session, alert.id)
+    assert detail is not None  # alert_or_404 found it in this same transaction
+    return detail
+
+
 @router.post(
     "/alerts/{alert_id}/ack",
     summary="Acknowledge an alert",
     dependencies=[Depends(require_write)],
-    responses={**WRITE_ERRORS, **not_found("alert")},
+    responses={**WRITE_ERRORS, **not_found("alert"), **CONFLICT},
 )
 def ack_alert(
-    web: Web, alert: Annotated[AlertRecord, Depends(alert_or_404)], session: WriteSession
+    web: Web,
+    alert: Annotated[AlertRecord, Depends(alert_or_404)],
+    session: WriteSession,
+    body: AlertNote | None = None,
 ) -> AlertRecord:
     """Through `monitor.notify.alerts`, which owns alert state; answers the alert as it now is."""
-    alerts.acknowledge(session, alert.id, web.now())
-    acknowledged = queries.find_alert(session, alert.id)
-    assert acknowledged is not None  # alert_or_404 found it in this same transaction
-    return acknowledged
+    note = body or AlertNote()
+    try:
+        handling.acknowledge(session, alert.id, web.now(), by=note.by, note=note.note, policy=web.alerting)
+    except handling.AlertResolved as exc:
+        raise HTTPException(409, str(exc)) from None
+    return _as_now(session, alert.id)
+
+
+@router.post(
+    "/alerts/{alert_id}/resolve",
+    summary="Resolve an alert by hand",
+    dependencies=[Depends(require_write)],
+    responses={**WRITE_ERRORS, **not_found("alert"), **CONFLICT},
+)
+def resolve_alert(
+    web: Web,
+    alert: Annotated[AlertRecord, Depends(alert_or_404)],
+    session: WriteSession,
+    body: AlertNote | None = None,
+) -> AlertRecord:
+    """Webhooks that heard it open hear `alert.resolved`; a condition still present opens a new alert."""
+    note = body or AlertNote()
+    try:
+        handling.resolve_by_hand(
+            session, alert.id, web.now(), by=note.by, note=note.note, policy=web.alerting
+        )
+    except handling.AlertResolved as exc:
+        raise HTTPException(409, str(exc)) from None
+    return _as_now(session, alert.id)
+
+
+def _as_now(session: WriteSession, alert_id: int) -> AlertRecord:
+    record = queries.find_alert(session, alert_id)
+    assert record is not None  # alert_or_404 found it in this same transaction
+    return record

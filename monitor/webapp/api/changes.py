@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import AwareDatetime
 
 from monitor.core.rules import Severity
 from monitor.store import queries
@@ -17,9 +16,13 @@ from monitor.webapp.api.schemas import (
     IntCursor,
     Limit,
     Page,
+    RuleId,
+    ToolName,
+    UtcDatetime,
     not_found,
     utc,
 )
+from monitor.webapp.api.strict import contradiction
 from monitor.webapp.deps import ReadSession, require_read, server_id_or_404
 
 router = APIRouter(
@@ -36,17 +39,29 @@ def list_changes(
     session: ReadSession,
     server: Annotated[str | None, Query(max_length=200, pattern=SERVER_NAME)] = None,
     min_severity: Severity | None = None,
-    since: Annotated[AwareDatetime | None, Query(description="Detected at or after (inclusive)")] = None,
-    until: Annotated[AwareDatetime | None, Query(description="Detected before (exclusive)")] = None,
+    since: Annotated[
+        UtcDatetime | None, Query(description="Detected at or after (inclusive); no offset means UTC")
+    ] = None,
+    until: Annotated[
+        UtcDatetime | None, Query(description="Detected before (exclusive); no offset means UTC")
+    ] = None,
+    tool: ToolName = None,
+    rule: RuleId = None,
     limit: Limit = 100,
     before: IntCursor = None,
 ) -> Page[ChangeRecord, int]:
+    start = utc(since, ["query", "since"]) if since else None
+    end = utc(until, ["query", "until"]) if until else None
+    if start is not None and end is not None and start >= end:
+        raise contradiction(("since", "until"), "since must be earlier than until")
     rows = queries.list_changes(
         session,
         server_id=server_id_or_404(session, server) if server is not None else None,
         min_severity=min_severity,
-        since=utc(since, ["query", "since"]) if since else None,
-        until=utc(until, ["query", "until"]) if until else None,
+        since=start,
+        until=end,
+        tool=tool,
+        rule=rule,
         limit=limit + 1,
         before=before,
     )

@@ -2,31 +2,26 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeHistogramMetricFamily,
-    GaugeMetricFamily,
-    Metric,
-)
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from pydantic import BaseModel
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.core.states import AlertState
+from monitor.metrics import REGISTRY
 from monitor.store import queries
 from monitor.store.records import SEVERITIES
+from monitor.webapp.api.metrics import server_gauges
 from monitor.webapp.api.schemas import ERRORS, ApiJSONResponse
 from monitor.webapp.context import WebContext
+from monitor.webapp.decisionpoint import point_of
 from monitor.webapp.deps import ReadSession, Web, require_read
-
-METRICS_WINDOW = timedelta(hours=1)
-"""Poll latency is reported for the polls started this long ago or later."""
 
 public = APIRouter(tags=["operations"], default_response_class=ApiJSONResponse)
 """Endpoints outside the token check: only /healthz."""
@@ -65,10 +60,8 @@ def healthz_v1(web: Web) -> Response:
 
 
 class DatabaseCollector:
-    """The metric families of one scrape, from counts read from the database, so every monitor
-    process reports the same totals."""
-
-    BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+    """The gauges of one scrape, read from the database, so every monitor process reports the same
+    state. Counters and histograms are this process's own (`monitor.metrics`)."""
 
     def __init__(self, data: queries.MetricsData, now: datetime) -> None:
         self.data = data
@@ -79,20 +72,6 @@ class DatabaseCollector:
 
     def collect(self) -> list[Metric]:
         data = self.data
-        polls = CounterMetricFamily("drift_monitor_polls", "Polls recorded, by outcome.", labels=["outcome"])
-        polls.add_metric(["ok"], data.polls_ok)
-        polls.add_metric(["failed"], data.polls_failed)
-        failures = CounterMetricFamily("drift_monitor_poll_failures", "Failed polls recorded.")
-        failures.add_metric([], data.polls_failed)
-        seconds = sorted(d / 1000 for d in data.recent_durations_ms)
-        buckets = [(str(b), float(sum(1 for s in seconds if s <= b))) for b in self.BUCKETS_S]
-        buckets.append(("+Inf", float(len(seconds))))
-        latency = GaugeHistogramMetricFamily(
-            "drift_monitor_poll_duration_seconds",
-            "Poll latency of the polls started in the last hour (a gauge histogram: old polls leave it).",
-            buckets=buckets,
-            gsum_value=sum(seconds),
-        )
         servers = GaugeMetricFamily(
             "drift_monitor_servers", "Registered servers by status.", labels=["status"]
         )
@@ -120,7 +99,7 @@ class DatabaseCollector:
         age.add_metric([], max(0.0, (self.now - oldest).total_seconds()) if oldest else 0.0)
         versions = GaugeMetricFamily("drift_monitor_snapshot_versions", "Stored listing versions.")
         versions.add_metric([], data.snapshot_versions)
-        return [polls, failures, latency, servers, alerts, open_alerts, pending, age, versions]
+        return [servers, alerts, open_alerts, pending, age, versions, *server_gauges(data.servers)]
 
 
 @router.get(
@@ -141,9 +120,15 @@ def metrics(request: Request, web: Web, session: ReadSession) -> Response:
     """OpenMetrics when the scraper asks for it (Prometheus does), else the classic text format."""
     now = web.now()
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(DatabaseCollector(queries.read_metrics(session, now=now, window=METRICS_WINDOW), now))
+    registry.register(DatabaseCollector(queries.read_metrics(session), now))
+    registry.register(point_of(request).counts)
     encoder, content_type = choose_encoder(request.headers.get("accept", ""))
-    return Response(encoder(registry), headers={"content-type": content_type})
+    body = encoder(registry)
+    process = encoder(REGISTRY)  # this process's counters and histograms (`monitor.metrics`)
+    eof = b"# EOF\n"
+    if body.endswith(eof):  # OpenMetrics: one EOF marker, at the very end
+        body = body.removesuffix(eof)
+    return Response(body + process, headers={"content-type": content_type})
 
 
 @router.get("/api/v1/metrics", include_in_schema=False, response_class=Response)

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Generic, Literal, Self, TypeVar
 from fastapi import HTTPException, Query
 from fastapi.responses import JSONResponse
 from pydantic import (
-    AwareDatetime,
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from monitor.core.hosts import REFUSED_NAMES
+from monitor.core.rules import CATALOG
 
 
 class ApiJSONResponse(JSONResponse):
@@ -62,6 +63,14 @@ def not_found(what: str) -> dict[int | str, dict[str, Any]]:
 
 def unprocessable(loc: Sequence[str | int], message: str) -> HTTPException:
     return HTTPException(422, f"{'.'.join(str(p) for p in loc)}: {message}")
+
+
+def _read_as_utc(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_read_as_utc)]
+"""An ISO 8601 time; one without an offset is read as UTC, as the dashboard reads it."""
 
 
 def utc(value: datetime, loc: Sequence[str | int]) -> datetime:
@@ -123,6 +132,30 @@ HeaderName = Annotated[str, StringConstraints(pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-
 HeaderValue = Annotated[str, StringConstraints(pattern=r"^[\t\x20-\x7e]{0,8192}$")]
 
 
+# --- filters ---------------------------------------------------------------------------------
+
+
+def _known_rule(value: str | None) -> str | None:
+    if value is not None and value not in CATALOG:
+        raise ValueError(f"unknown rule (known rules: {', '.join(sorted(CATALOG))})")
+    return value
+
+
+RuleId = Annotated[
+    str | None,
+    AfterValidator(_known_rule),
+    Query(
+        max_length=64,
+        description="A rule id from the catalog (`drift-monitor rules`)",
+        json_schema_extra={"enum": sorted(CATALOG)},
+    ),
+]
+ToolName = Annotated[
+    str | None,
+    Query(min_length=1, max_length=1000, pattern=NO_NUL, description="A tool's exact name"),
+]
+
+
 # --- paging ----------------------------------------------------------------------------------
 
 Limit = Annotated[int, Query(ge=1, le=500, description="Items per page")]
@@ -156,6 +189,42 @@ def _refuse_stdio(value: Any) -> Any:
     return value
 
 
+_CAPABILITY_NAME = r"^[A-Za-z][A-Za-z0-9._/-]{0,99}$"
+CapabilityName = Annotated[str, StringConstraints(pattern=_CAPABILITY_NAME)]
+CapabilityFlags = dict[CapabilityName, bool | dict[CapabilityName, bool]]
+
+
+def _closed(values: dict[str, Any]) -> dict[str, Any]:
+    """An object whose keys are capability names, each holding `values`, and nothing else."""
+    return {"type": "object", "patternProperties": {_CAPABILITY_NAME: values}, "additionalProperties": False}
+
+
+def _capabilities_schema(schema: dict[str, Any]) -> None:
+    """The OpenAPI of `capabilities`: every key named, nothing else allowed (pydantic leaves
+    `additionalProperties` open beside `patternProperties`)."""
+    flags = _closed({"anyOf": [{"type": "boolean"}, _closed({"type": "boolean"})]})
+    schema["anyOf"] = [_closed(flags), {"type": "null"}]
+
+
+class ClientProfileIn(BaseModel):
+    """A client profile over the API: its capabilities as objects two levels deep with boolean
+    leaves (`{"roots": {"listChanged": true}, "sampling": {}, "elicitation": {"form": {}}}`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="drift-monitor", min_length=1, max_length=200, pattern=NO_NUL)
+    version: str | None = Field(default=None, min_length=1, max_length=100, pattern=NO_NUL)
+    capabilities: dict[CapabilityName, CapabilityFlags] | None = Field(
+        default=None,
+        description="Default: roots, sampling and elicitation, as common hosts declare",
+        json_schema_extra=_capabilities_schema,
+    )
+    label: str | None = Field(default=None, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._@/+-]*$")
+
+    def profile(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
 class ServerCreate(BaseModel):
     """A server to watch. Only http and sse: stdio servers run commands, so only config files add them."""
 
@@ -179,6 +248,17 @@ class ServerCreate(BaseModel):
     )
     interval_seconds: float | None = Field(default=None, gt=0, le=86400 * 365)
     era: Literal["handshake", "modern"] = "handshake"
+    approval: Literal["tofu", "review", "off"] = Field(
+        default="tofu",
+        description="`tofu` approves the first version seen, `review` nothing until a person does, "
+        "`off` allows every call",
+    )
+    client: ClientProfileIn | list[ClientProfileIn] | None = Field(
+        default=None,
+        description="Who the monitor polls as: one profile or several, each polled and stored as its own "
+        "view (the first is the server's version history). Default: like common hosts (roots, sampling, "
+        "elicitation)",
+    )
 
 
 TOOLS_SCHEMA: dict[str, Any] = {
@@ -211,7 +291,12 @@ class SessionCreate(BaseModel):
     server: str = Field(min_length=1, max_length=200, pattern=SERVER_NAME)
     session_id: str = Field(min_length=1, max_length=200, pattern=NO_NUL)
     client: str | None = Field(default=None, max_length=500, pattern=NO_NUL)
-    connected_at: AwareDatetime
+    connected_at: UtcDatetime
+    client_capabilities: dict[str, dict[str, Any]] | None = Field(
+        default=None,
+        description="The capabilities the host declared to the server: the session is compared with the "
+        "client view that declared the same",
+    )
     fingerprint: str | None = Field(default=None, pattern=FINGERPRINT)
     tools: list[dict[str, Any]] | None = Field(
         default=None, max_length=100_000, json_schema_extra=TOOLS_SCHEMA

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from pydantic import BaseModel, ValidationError
@@ -20,6 +20,7 @@ from monitor.webapp.api.schemas import (
     SERVER_NAME,
     WRITE_ERRORS,
     ApiJSONResponse,
+    ClientProfileIn,
     ErrorOut,
     Limit,
     Page,
@@ -94,8 +95,15 @@ def list_servers(
 )
 def create_server(web: Web, body: ServerCreate, response: Response, session: WriteSession) -> ServerRecord:
     try:
-        ServerConfig(
-            name=body.name, transport=body.transport, url=body.url, headers=body.headers, era=body.era
+        checked = ServerConfig.model_validate(
+            {
+                "name": body.name,
+                "transport": body.transport,
+                "url": body.url,
+                "headers": body.headers,
+                "era": body.era,
+                **({"client": _profiles(body.client)} if body.client is not None else {}),
+            }
         )
     except ValidationError as exc:
         problems = "; ".join(str(e["msg"]) for e in exc.errors(include_input=False, include_url=False))
@@ -118,7 +126,9 @@ def create_server(web: Web, body: ServerCreate, response: Response, session: Wri
             headers=dict(body.headers) or None,
             interval_seconds=body.interval_seconds,
             era=body.era,
+            approval=body.approval,
             next_poll_at=now,
+            client=[profile.model_dump() for profile in checked.client],
         )
     )
     session.flush()
@@ -202,3 +212,7 @@ async def poll_server(
         error_kind=outcome.error_kind,
         error=outcome.error,
     )
+
+
+def _profiles(client: ClientProfileIn | list[ClientProfileIn]) -> list[dict[str, Any]]:
+    return [profile.profile() for profile in (client if isinstance(client, list) else [client])]

@@ -78,6 +78,7 @@ def register_session(web: Web, body: SessionCreate, session: WriteSession) -> Se
             server=body.server,
             session_id=body.session_id,
             client=body.client,
+            client_capabilities=body.client_capabilities,
             connected_at=connected_at,
             fingerprint=body.fingerprint,
             tools=body.tools,

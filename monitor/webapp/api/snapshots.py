@@ -4,10 +4,10 @@ instant, and one tool's definitions."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query
-from pydantic import AwareDatetime, BaseModel, Field
+from pydantic import BaseModel, Field
 
 from monitor.core.text import make_visible
 from monitor.store import queries
@@ -19,10 +19,12 @@ from monitor.webapp.api.schemas import (
     IntCursor,
     Limit,
     Page,
+    ToolName,
+    UtcDatetime,
     not_found,
     utc,
 )
-from monitor.webapp.deps import ReadSession, ServerName, db_safe, require_read, server_or_404
+from monitor.webapp.deps import ReadSession, ServerName, require_read, server_or_404, unicode_text
 
 router = APIRouter(
     prefix="/api/v1",
@@ -44,6 +46,16 @@ class AtOut(BaseModel):
     certain: bool = Field(
         description="True when a poll at or after `time` still saw this version; false when `time` is "
         "after its last poll, so another listing may already have been served"
+    )
+    tools: list[dict[str, Any]] = Field(
+        description="The tools of that version as the server sent them; with `tool`, only that tool "
+        "(an empty list when the version did not list it)"
+    )
+    tool_version: ToolVersionRecord | None = Field(
+        default=None,
+        description="With `tool`: the tool's definition in force, since when (`first_seen`, "
+        "`from_version`) and until which version it stayed the same; null without `tool` or when "
+        "the version did not list it",
     )
 
 
@@ -88,9 +100,12 @@ def get_snapshot(
 def snapshot_at(
     session: ReadSession,
     name: ServerName,
-    time: Annotated[AwareDatetime, Query(description="ISO 8601 with an offset, e.g. 2026-03-01T12:00:00Z")],
+    time: Annotated[
+        UtcDatetime, Query(description="ISO 8601, e.g. 2026-03-01T12:00:00Z; no offset means UTC")
+    ],
+    tool: ToolName = None,
 ) -> AtOut:
-    """One statement when the answer exists (by name, without looking the server up first)."""
+    """The version in force and its tools; with `tool`, that tool's definition and since when."""
     at = utc(time, ["query", "time"])
     found = queries.snapshot_at(session, name, at)
     if found is None:
@@ -101,6 +116,12 @@ def snapshot_at(
         since = f"; its first version was seen at {first.isoformat()}" if first else "; it has no version yet"
         raise HTTPException(404, f"server {name!r} had no listing at {at.isoformat()}{since}")
     snapshot = found.snapshot
+    tools = queries.listing_tools(session, snapshot.listing_id)
+    tool_version = None
+    if tool is not None:
+        tools = [t for t in tools if t.get("name") == tool]
+        if tools:
+            tool_version = queries.tool_version_at(session, snapshot.server_id, tool, snapshot.version)
     return AtOut(
         server=name,
         time=at,
@@ -109,11 +130,28 @@ def snapshot_at(
         last_confirmed=snapshot.last_seen,
         superseded_at=found.superseded_at,
         certain=at <= snapshot.last_seen,
+        tools=tools,
+        tool_version=tool_version,
     )
 
 
 @router.get(
-    "/servers/{name}/tools/{tool:path}/history",
+    "/servers/{name}/tool-history",
+    summary="One tool's history, the tool named in the query: for names no URL path carries (`.`, `..`)",
+    responses=not_found("server or tool"),
+)
+def tool_history_by_query(
+    server: TheServer,
+    session: ReadSession,
+    tool: Annotated[str, Query(description="The tool's name")],
+    limit: Limit = 100,
+    before: IntCursor = None,
+) -> ToolHistory:
+    return tool_history(server, session, tool, limit, before)
+
+
+@router.get(
+    "/servers/{name}/tools/{tool:toolname}/history",
     summary="Each definition one tool had, newest first, with what changed at each step",
     responses=not_found("server or tool"),
 )
@@ -124,7 +162,7 @@ def tool_history(
     limit: Limit = 100,
     before: IntCursor = None,
 ) -> ToolHistory:
-    runs = queries.tool_history(session, server.id, tool) if db_safe(tool) else []
+    runs = queries.tool_history(session, server.id, tool) if unicode_text(tool) else []
     if not runs:
         raise HTTPException(404, f"server {server.name!r} never listed a tool named {make_visible(tool)!r}")
     newest_first = [r for r in reversed(runs) if before is None or r.from_version < before]

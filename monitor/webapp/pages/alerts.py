@@ -9,52 +9,111 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from monitor.core.states import AlertState
-from monitor.notify import alerts
+from monitor.notify import handling
 from monitor.store import queries
 from monitor.store.records import AlertRecord
+from monitor.webapp.api.schemas import INT32_MAX
 from monitor.webapp.deps import (
     ReadSession,
     Web,
     WriteSession,
     alert_or_404,
+    db_safe,
+    find_server_or_404,
     require_editor,
     require_viewer,
     signed_in,
 )
+from monitor.webapp.pages.alert import form_text
 from monitor.webapp.pages.auth import safe_next
 from monitor.webapp.pages.csrf import CheckedForm
-from monitor.webapp.pages.params import number_param
+from monitor.webapp.pages.params import exact_severity_param
+from monitor.webapp.pages.refresh import auto_refresh
 from monitor.webapp.pages.rendering import render
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_viewer)])
 ALERTS_PER_PAGE = 100
 
 
+STATE_CHOICES = ("unresolved", "open", "acknowledged", "resolved", "all")
+"""`unresolved` (open and acknowledged) is the default: an acknowledged alert is still an incident."""
+
+
+def _states(state: str) -> tuple[AlertState, ...] | None:
+    if state == "unresolved":
+        return AlertState.unresolved()
+    return None if state == "all" else (AlertState(state),)
+
+
+def _cursor(value: str | None) -> tuple[int, int] | None:
+    """`rank-id` of the previous page's last row (the page is ordered worst first, then newest)."""
+    if not value:
+        return None
+    rank, _, alert_id = value.partition("-")
+    if not rank.isdigit() or not alert_id.isdigit() or int(rank) > 9 or int(alert_id) > INT32_MAX:
+        raise HTTPException(422, "before: expected the next-page link's value (severity rank-alert id)")
+    return int(rank), int(alert_id)
+
+
 @router.get("/alerts", response_class=HTMLResponse)
 def alerts_page(
-    request: Request, web: Web, session: ReadSession, state: str = "open", before: str | None = None
+    request: Request,
+    web: Web,
+    session: ReadSession,
+    state: str = "unresolved",
+    severity: str | None = None,
+    server: str | None = None,
+    rule: str | None = None,
+    before: str | None = None,
 ) -> HTMLResponse:
-    if state not in (*AlertState, "all"):
-        raise HTTPException(422, "state: expected open, acknowledged, resolved or all")
-    cursor = number_param(before, "before")
+    """Worst first, then newest; filtered by state, severity, server and rule."""
+    if state not in STATE_CHOICES:
+        raise HTTPException(422, f"state: expected one of {', '.join(STATE_CHOICES)}")
+    exact = exact_severity_param(severity)
+    if rule is not None and (not db_safe(rule) or len(rule) > 64):
+        raise HTTPException(422, "rule: expected a rule id")
+    cursor = _cursor(before)
     rows = queries.list_alerts(
         session,
-        state=None if state == "all" else AlertState(state),
+        states=_states(state),
+        severity=exact,
+        server_id=find_server_or_404(session, server).id if server else None,
+        rule=rule or None,
+        worst_first=True,
         limit=ALERTS_PER_PAGE + 1,
-        before=cursor,
+        before=cursor[1] if cursor else None,
+        before_rank=cursor[0] if cursor else None,
     )
     more = len(rows) > ALERTS_PER_PAGE
     rows = rows[:ALERTS_PER_PAGE]
-    here = urlencode({"state": state, **({"before": str(cursor)} if cursor else {})})
+    filters = {
+        "state": state,
+        **({"severity": exact.value} if exact else {}),
+        **({"server": server} if server else {}),
+        **({"rule": rule} if rule else {}),
+    }
+    here = urlencode({**filters, **({"before": before} if cursor else {})})
+    older = f"{rows[-1].severity.rank}-{rows[-1].id}" if more else None
     return render(
         request,
         session,
         "alerts.html",
         nav="alerts",
+        refresh=auto_refresh(request),
         alerts=rows,
+        diffs=queries.alert_diffs(session, [a.id for a in rows]),
+        session_diffs=queries.session_diffs(
+            session, [(a.server, a.session_id) for a in rows if a.session_id is not None]
+        ),
         state=state,
+        severity=exact.value if exact else "",
+        server=server or "",
+        rule=rule or "",
+        filtered=bool(exact or server or rule),
+        server_names=queries.server_names(session),
+        rules=sorted({*queries.alert_rules(session), *([rule] if rule else [])}),
         states=queries.alert_state_counts(session),
-        older=rows[-1].id if more else None,
+        older=urlencode({**filters, "before": older}) if older else None,
         can_write=signed_in(web, request),
         here=f"/alerts?{here}",
         flash=request.query_params.get("done", ""),
@@ -71,7 +130,17 @@ def acknowledge(
 ) -> Response:
     """Acknowledged through `monitor.notify.alerts`, which owns alert state; back to where the form was.
     The form is checked first, then who posted it, then the alert (the parameters' order)."""
-    alerts.acknowledge(session, alert.id, web.now())
+    try:
+        handling.acknowledge(
+            session,
+            alert.id,
+            web.now(),
+            by=form_text(fields, "by"),
+            note=form_text(fields, "note"),
+            policy=web.alerting,
+        )
+    except handling.AlertResolved as exc:
+        raise HTTPException(409, str(exc)) from None
     target = safe_next(fields.get("next"), "/alerts")
     separator = "&" if "?" in target else "?"
     return RedirectResponse(f"{target}{separator}done={alert.id}", status_code=303)

@@ -7,7 +7,7 @@ the effective values hosts act on, each marked declared or the specification's d
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.core.listing import HINT_DEFAULTS, annotations_of, effective_hints
@@ -52,9 +52,17 @@ class HintChange:
 
     @property
     def effective_changed(self) -> bool:
+        """Whether hosts act differently: a hint that applies on neither side changed nothing."""
         if self.old is None or self.new is None:
             return True
+        if self.not_applicable:
+            return False
         return (self.old.value, self.old.applies) != (self.new.value, self.new.applies)
+
+    @property
+    def not_applicable(self) -> bool:
+        """The hint means nothing on either side (the tool is read-only before and after)."""
+        return self.old is not None and self.new is not None and not self.old.applies and not self.new.applies
 
     @property
     def raw_changed(self) -> bool:
@@ -82,6 +90,8 @@ class ToolDiffView:
     description: list[tuple[str, str]] | None
     schemas: list[tuple[str, list[dict[str, Any]]]]
     others: list[dict[str, Any]]
+    hidden_rows: dict[str, int] = field(default_factory=dict)
+    """Rows of each schema table (and "others") left out past `ROWS_SHOWN`."""
 
     @property
     def only(self) -> Mapping[str, Any] | None:
@@ -102,6 +112,10 @@ class ToolDiffView:
             return "removed"
         return "changed"
 
+
+ROWS_SHOWN = 200
+"""Most rows of one schema-change table a page shows; the rest are counted, and the whole definitions
+are a link away (a hostile schema may change 100,000 properties at once)."""
 
 _SHOWN_KEYS = frozenset(
     {"name", "title", "description", "annotations", "inputSchema", "outputSchema", "_meta"}
@@ -132,11 +146,13 @@ def tool_diff_view(change: ToolChangeView) -> ToolDiffView:
     ):
         description = _word_diff_of(change, old.get("description"), new.get("description"))
     schemas: list[tuple[str, list[dict[str, Any]]]] = []
+    hidden: dict[str, int] = {}
     if old is not None and new is not None:
         for key in ("inputSchema", "outputSchema"):
             rows = schema_diff(old.get(key), new.get(key))
             if rows:
-                schemas.append((key, rows))
+                schemas.append((key, rows[:ROWS_SHOWN]))
+                hidden[key] = len(rows) - len(rows[:ROWS_SHOWN])
         others = schema_diff(
             {k: v for k, v in old.items() if k not in _SHOWN_KEYS},
             {k: v for k, v in new.items() if k not in _SHOWN_KEYS},
@@ -145,9 +161,11 @@ def tool_diff_view(change: ToolChangeView) -> ToolDiffView:
         old_ann, new_ann = old.get("annotations"), new.get("annotations")
         if isinstance(old_ann, Mapping) != isinstance(new_ann, Mapping):
             others.append({"path": "annotations", "op": "changed", "old": old_ann, "new": new_ann})
+        hidden["others"] = max(0, len(others) - ROWS_SHOWN)
+        others = others[:ROWS_SHOWN]
     else:
         others = []
-    return ToolDiffView(change, hints, texts, description, schemas, others)
+    return ToolDiffView(change, hints, texts, description, schemas, others, hidden)
 
 
 def _title_field(tool: Mapping[str, Any] | None, path: str) -> Any:

@@ -1,38 +1,70 @@
-"""The overview: every server, worst open alerts first, and the newest changes."""
+"""The overview: every server, worst open alerts first, and the newest changes.
+
+The tiles always describe the whole fleet; the severity filter narrows only the tables below them.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
-from monitor.core.states import ServerStatus
+from monitor.core.states import AlertState, ServerStatus
+from monitor.notify import sessions as host_sessions
 from monitor.store import queries
 from monitor.store.records import SEVERITIES
-from monitor.webapp.deps import ReadSession, require_viewer
-from monitor.webapp.pages.params import severity_param
+from monitor.webapp.deps import ReadSession, Web, require_viewer
+from monitor.webapp.pages.params import number_param, severity_param
+from monitor.webapp.pages.refresh import auto_refresh
 from monitor.webapp.pages.rendering import render
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(require_viewer)])
 
 
+SERVERS_PER_PAGE = 200
+"""Servers in one page of the overview's table: ten thousand servers must not make a 5 MB page."""
+
+
 @router.get("/", response_class=HTMLResponse)
-def overview(request: Request, session: ReadSession, min_severity: str | None = None) -> HTMLResponse:
+def overview(
+    request: Request,
+    web: Web,
+    session: ReadSession,
+    min_severity: str | None = None,
+    status: str | None = None,
+    page: str | None = None,
+) -> HTMLResponse:
     severity = severity_param(min_severity)
-    servers = queries.list_servers(session)
+    if status and status not in tuple(ServerStatus):
+        raise HTTPException(422, f"status: expected one of {', '.join(ServerStatus)}")
+    number = number_param(page, "page") or 1
+    fleet = queries.list_servers(session)
     changes = queries.list_changes(session, min_severity=severity, limit=50)
-    states = queries.alert_state_counts(session)
-    if severity is not None:
-        servers = [s for s in servers if s.worst_open_rank >= severity.rank]
-    servers.sort(key=lambda s: (-s.worst_open_rank, s.status != ServerStatus.FAILING, s.name))
+    alerts = queries.fleet_alert_counts(session)
+    servers = [
+        s
+        for s in fleet
+        if (severity is None or s.worst_unresolved_rank >= severity.rank)
+        and (not status or s.status == status)
+    ]
+    servers.sort(key=lambda s: (-s.worst_unresolved_rank, s.status != ServerStatus.FAILING, s.name))
     return render(
         request,
         session,
         "overview.html",
         nav="overview",
-        servers=servers,
+        refresh=auto_refresh(request),
+        fleet_size=len(fleet),
+        servers=servers[(number - 1) * SERVERS_PER_PAGE : number * SERVERS_PER_PAGE],
+        server_total=len(servers),
+        page=number,
+        pages=max(1, -(-len(servers) // SERVERS_PER_PAGE)),
+        first_shown=(number - 1) * SERVERS_PER_PAGE + 1,
         changes=changes,
         min_severity=severity.value if severity else "",
-        totals={sev: sum(s.open_alerts.get(sev, 0) for s in servers) for sev in SEVERITIES},
-        status_counts={status: sum(1 for s in servers if s.status == status) for status in ServerStatus},
-        states=states,
+        status_filter=status or "",
+        totals={sev: alerts[AlertState.OPEN].get(sev, 0) for sev in SEVERITIES},
+        acknowledged={sev: alerts[AlertState.ACKNOWLEDGED].get(sev, 0) for sev in SEVERITIES},
+        status_counts={status: sum(1 for s in fleet if s.status == status) for status in ServerStatus},
+        stale_sessions=host_sessions.count_stale(session, now=web.now(), grace=web.session_grace),
+        acknowledged_by_server=queries.acknowledged_counts(session),
     )

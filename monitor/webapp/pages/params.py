@@ -20,6 +20,15 @@ def severity_param(value: str | None) -> Severity | None:
         raise HTTPException(422, f"min_severity: {value!r} is not a severity") from None
 
 
+def exact_severity_param(value: str | None) -> Severity | None:
+    if not value:
+        return None
+    try:
+        return Severity.parse(value)
+    except ValueError:
+        raise HTTPException(422, f"severity: {value!r} is not a severity") from None
+
+
 def number_param(value: str | None, name: str, *, minimum: int = 1) -> int | None:
     if value is None or value == "":
         return None

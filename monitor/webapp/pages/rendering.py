@@ -19,11 +19,13 @@ from urllib.parse import quote
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, pass_context
+from jinja2.runtime import Context
 from markupsafe import Markup, escape
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from monitor.core.fingerprint import NotIJSONError, tool_fingerprint
 from monitor.core.listing import annotations_of
 from monitor.core.states import AlertState
 from monitor.core.text import is_hidden, make_visible
@@ -86,6 +88,16 @@ def format_time(value: datetime | None) -> Markup:
     return Markup(f'<time datetime="{text.replace(" ", "T")}Z">{text} UTC</time>')  # noqa: S704
 
 
+@pass_context
+def format_when(context: Context, value: datetime | None) -> Markup:
+    """The UTC time with how long ago it was, relative to the page's `now`."""
+    now = context.get("now")
+    if value is None or not isinstance(now, datetime):
+        return format_time(value)  # a macro imported without the page's context
+    relative = ago(value, now)
+    return format_time(value) + Markup(' <span class="ago">({})</span>').format(relative)
+
+
 def severity_badge(value: str | None) -> Markup:
     """A severity as a coloured label with the word in it: colour is never the only signal."""
     return Markup('<span class="sev sev-{}">{}</span>').format(severity_class(value), value or "")
@@ -109,6 +121,40 @@ def iso(value: datetime | None) -> str:
 def path_quote(value: str) -> str:
     """One URL path segment: slashes, `?`, `#` and everything non-ASCII percent-encoded."""
     return quote(value.encode("utf-8", "surrogatepass"), safe="")
+
+
+def tool_href(server: str, tool: str) -> str:
+    """The page of one tool. `.` and `..` are dot segments however they are encoded (`%2E` too), so
+    those two names go in the query instead of the path."""
+    if tool in (".", ".."):
+        return f"/servers/{path_quote(server)}/tool?tool={path_quote(tool)}"
+    return f"/servers/{path_quote(server)}/tools/{path_quote(tool)}"
+
+
+JSON_SHOWN = 64 * 1024
+"""Most characters of one JSON document (a definition, a schema) a page shows inline: a server may
+send a schema of 100,000 properties, and the page must stay readable and a few MB at most."""
+
+
+def json_block(value: Any, raw_href: str | None = None) -> Markup:
+    """A `<pre>` of pretty JSON; past `JSON_SHOWN`, its start, a size note and a link to the raw JSON."""
+    text = pretty_json(value)
+    if len(text) <= JSON_SHOWN:
+        return Markup('<pre class="json">{}</pre>').format(visible(text))
+    link = Markup(' <a href="{}">The whole document as JSON</a>.').format(raw_href) if raw_href else ""
+    note = Markup('<p class="muted size-note">Collapsed: {} characters, the first {} shown.{}</p>').format(
+        f"{len(text):,}", f"{JSON_SHOWN:,}", link
+    )
+    return Markup('<pre class="json">{}…</pre>{}').format(visible(text[:JSON_SHOWN]), note)
+
+
+def definition_href(server: str, definition: Mapping[str, Any]) -> str | None:
+    """Where a stored tool definition is served as raw JSON (by its content address); None for one
+    the first release stored that has no v2 address (a lone surrogate SQLite kept)."""
+    try:
+        return f"/servers/{path_quote(server)}/definitions/{tool_fingerprint(definition)}"
+    except NotIJSONError:
+        return None
 
 
 def pretty_json(value: Any) -> str:
@@ -165,8 +211,10 @@ def make_environment(templates: Path) -> Environment:
         visible=visible,
         plain=plain,
         ts=format_time,
+        when=format_when,
         iso=iso,
         pathq=path_quote,
+        toolhref=tool_href,
         pretty=pretty_json,
         compact=compact_json,
         sevclass=severity_class,
@@ -178,6 +226,8 @@ def make_environment(templates: Path) -> Environment:
         sev=severity_badge,
         status=status_badge,
         fp=fingerprint_code,
+        json_block=json_block,
+        definition_href=definition_href,
     )
     return env
 
@@ -191,6 +241,7 @@ def render(
     web = context_of(request)
     env: Environment = request.app.state.templates
     token, new_cookie = csrf_token(web, request)
+    values.setdefault("refresh", None)
     try:
         alert_counts: dict[AlertState, int] | None = queries.alert_state_counts(session)
     except SQLAlchemyError:

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
 from monitor.core.states import AlertState
 from monitor.core.text import make_visible
-from monitor.store import queries
+from monitor.store import approvals, queries
+from monitor.store.models import Server
 from monitor.store.records import SEVERITIES, ServerRecord, ToolVersionRecord
-from monitor.webapp.deps import ReadSession, db_safe, page_server_or_404, require_viewer
+from monitor.webapp.api.views import list_views
+from monitor.webapp.deps import (
+    ReadSession,
+    Web,
+    page_server_or_404,
+    require_viewer,
+    signed_in,
+    unicode_text,
+)
+from monitor.webapp.pages.approvals import resolvable_alerts, server_approvals
 from monitor.webapp.pages.diffview import ToolDiffView, hint_badges, tool_diff_view
 from monitor.webapp.pages.params import number_param
 from monitor.webapp.pages.rendering import render
@@ -29,12 +40,14 @@ def server_page(
     versions = queries.list_snapshots(session, server.id, limit=VERSIONS_PER_PAGE + 1, before=cursor)
     summaries = queries.version_summaries(session, [v.id for v in versions])
     tools = queries.listing_tools(session, server.current.listing_id) if server.current else []
-    alerts = queries.list_alerts(session, state=AlertState.OPEN, server_id=server.id, limit=20)
+    alerts = queries.list_alerts(
+        session, states=AlertState.unresolved(), server_id=server.id, worst_first=True, limit=20
+    )
     attempts = queries.recent_attempts(session, server.id)
+    views = list_views(server, session)
     more = len(versions) > VERSIONS_PER_PAGE
     versions = versions[:VERSIONS_PER_PAGE]
     tools.sort(key=lambda t: str(t.get("name")))
-    alerts.sort(key=lambda a: (-a.severity.rank, -a.id))
     return render(
         request,
         session,
@@ -47,11 +60,13 @@ def server_page(
         tools=[(tool, hint_badges(tool)) for tool in tools],
         alerts=alerts,
         attempts=attempts,
+        **server_approvals(request, session, server),
+        views=views if len(views) > 1 else [],
     )
 
 
 @router.get("/servers/{name}/diff", response_class=HTMLResponse)
-def diff_page(request: Request, server: TheServer, session: ReadSession) -> HTMLResponse:
+def diff_page(request: Request, web: Web, server: TheServer, session: ReadSession) -> HTMLResponse:
     params = request.query_params
     if server.current is None:
         return render(
@@ -71,12 +86,38 @@ def diff_page(request: Request, server: TheServer, session: ReadSession) -> HTML
         diff=diff,
         tools=[tool_diff_view(t) for t in diff.tools],
         choices=queries.list_snapshots(session, server.id, limit=500),
+        can_approve=signed_in(web, request),
+        resolvable=resolvable_alerts(session, server, new_version, None),
+        done=params.get("done", ""),
     )
 
 
-@router.get("/servers/{name}/tools/{tool:path}", response_class=HTMLResponse)
+@router.get("/servers/{name}/definitions/{fingerprint}")
+def raw_definition(server: TheServer, fingerprint: str, session: ReadSession) -> Response:
+    """One stored tool definition as raw JSON, by its content address: where a page that collapsed a
+    large definition links to."""
+    definition = queries.server_definition(session, server.id, fingerprint) if fingerprint.isalnum() else None
+    if definition is None:
+        raise HTTPException(
+            404, f"server {server.name!r} never listed a tool definition {fingerprint[:64]!r}"
+        )
+    body = json.dumps(definition, ensure_ascii=True, indent=2, sort_keys=True)
+    # Valid JSON that no browser could read as markup, even one that ignores the content type.
+    body = body.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return Response(body, media_type="application/json", headers={"Content-Disposition": "inline"})
+
+
+@router.get("/servers/{name}/tool", response_class=HTMLResponse)
+def tool_page_by_query(
+    request: Request, server: TheServer, session: ReadSession, tool: Annotated[str, Query()]
+) -> HTMLResponse:
+    """The tool page for a name no URL path carries (`.` and `..` are dot segments however encoded)."""
+    return tool_page(request, server, tool, session)
+
+
+@router.get("/servers/{name}/tools/{tool:toolname}", response_class=HTMLResponse)
 def tool_page(request: Request, server: TheServer, tool: str, session: ReadSession) -> HTMLResponse:
-    runs = queries.tool_history(session, server.id, tool) if db_safe(tool) else []
+    runs = queries.tool_history(session, server.id, tool) if unicode_text(tool) else []
     if not runs:
         raise HTTPException(404, f"server {server.name!r} never listed a tool named {make_visible(tool)!r}")
     steps: list[tuple[ToolVersionRecord, ToolDiffView | None]] = []
@@ -99,4 +140,15 @@ def tool_page(request: Request, server: TheServer, tool: str, session: ReadSessi
         tool=tool,
         steps=steps,
         badges=hint_badges(newest) if newest is not None else None,
+        approval_history=approvals.history(session, session.get_one(Server, server.id), tool),
     )
+
+
+@router.get("/servers/{name}/polls/{attempt_id}/raw", response_class=PlainTextResponse)
+def raw_payload_page(server: TheServer, attempt_id: str, session: ReadSession) -> PlainTextResponse:
+    """What the server sent in a poll that could not be read as a listing: plain text, never rendered."""
+    number = number_param(attempt_id, "attempt_id")
+    raw = queries.raw_payload(session, server.id, number) if number is not None else None
+    if raw is None:
+        raise HTTPException(404, f"no kept payload for poll {make_visible(attempt_id)!r} of {server.name!r}")
+    return PlainTextResponse(raw, headers={"Content-Disposition": "inline"})

@@ -1,0 +1,207 @@
+"""The decision point's policy (SPEC section 10): before a call, is the tool still what was approved?
+
+Annotations are a server's claim about itself, so the monitor answers from what a person approved
+and what the server serves now: approved and unchanged -> allow; changed since approval with a
+critical or high finding -> deny; any other change, or never approved -> ask. Pure: the caller
+hands in the approved and the current definition, and gets the answer with its reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from monitor.core.diff import diff_changes
+from monitor.core.findings import Finding, Severity, ToolChange
+from monitor.core.listing import HINT_DEFAULTS, Tool, effective_hints
+from monitor.core.states import ApprovalMode, DecisionKind
+from monitor.core.text import make_visible
+
+Hints = dict[str, bool]
+
+DENY_FROM = Severity.HIGH
+"""A change since approval with a finding at or above this is denied; milder changes are asked."""
+
+STALE_LISTING = "stale-listing"
+"""Reason code added when the caller's listing fingerprint is not the server's current one."""
+
+STRICTER_IF_BOTH = ("readOnlyHint", "idempotentHint")
+"""Claims that hold only when both the approved and the current definition make them."""
+
+
+@dataclass(frozen=True)
+class Approved:
+    """The definition of one tool a person (or trust on first use) approved, and in which version."""
+
+    version: int | None
+    definition: Tool
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One answer, in the shape of the decision API (`to_dict`)."""
+
+    decision: DecisionKind
+    reason_code: str
+    reason: str
+    rule: str | None = None
+    severity: Severity | None = None
+    approved_version: int | None = None
+    current_version: int | None = None
+    approved: Hints | None = None
+    current: Hints | None = None
+    enforced: Hints | None = None
+    stale_listing: bool = False
+
+    @property
+    def reasons(self) -> list[str]:
+        return [self.reason_code, STALE_LISTING] if self.stale_listing else [self.reason_code]
+
+    def stale(self) -> Verdict:
+        """The same answer for a caller whose cached listing is not the current one."""
+        if self.stale_listing:
+            return self
+        return replace(
+            self,
+            stale_listing=True,
+            reason=f"{self.reason} ({STALE_LISTING}: the caller's listing is not the server's current "
+            "one; re-fetch tools/list)",
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "decision": self.decision.value,
+            "reason": self.reason,
+            "reasons": self.reasons,
+            "rule": self.rule,
+            "severity": self.severity.value if self.severity else None,
+            "approved_version": self.approved_version,
+            "current_version": self.current_version,
+            "annotations": {"approved": self.approved, "current": self.current, "enforced": self.enforced},
+        }
+
+
+def hints_of(tool: Tool | None) -> Hints | None:
+    """The effective values of the four hints (defaults for absent ones), as hosts read them."""
+    if tool is None:
+        return None
+    effective = effective_hints(tool)
+    return {hint: effective.get(hint) for hint in HINT_DEFAULTS}
+
+
+def enforced_hints(approved: Hints | None, current: Hints | None) -> Hints | None:
+    """The stricter of the two per field: read-only and idempotent only if both say so; destructive
+    and open-world if either does. With one side missing, that side alone."""
+    if approved is None or current is None:
+        return approved or current
+    return {
+        hint: (approved[hint] and current[hint])
+        if hint in STRICTER_IF_BOTH
+        else (approved[hint] or current[hint])
+        for hint in HINT_DEFAULTS
+    }
+
+
+def decide(
+    *,
+    tool: str,
+    mode: ApprovalMode,
+    current_version: int | None,
+    current: Tool | None,
+    approved: Approved | None,
+    approved_fingerprint: str | None = None,
+    current_fingerprint: str | None = None,
+) -> Verdict:
+    """The decision for one tool. `current_version` None: the server was never polled successfully.
+
+    Pass the definitions' fingerprints when known: equal ones skip the diff.
+    """
+    label = make_visible(tool)
+    approved_hints = hints_of(approved.definition) if approved else None
+    current_hints = hints_of(current)
+
+    def verdict(
+        decision: DecisionKind,
+        code: str,
+        reason: str,
+        rule: str | None = None,
+        severity: Severity | None = None,
+    ) -> Verdict:
+        return Verdict(
+            decision,
+            code,
+            reason,
+            rule,
+            severity,
+            approved_version=approved.version if approved else None,
+            current_version=current_version,
+            approved=approved_hints,
+            current=current_hints,
+            enforced=enforced_hints(approved_hints, current_hints),
+        )
+
+    if mode == ApprovalMode.OFF:
+        return verdict(DecisionKind.ALLOW, "approval-off", "approval off for this server")
+    if current_version is None:
+        return verdict(
+            DecisionKind.ASK,
+            "never-polled",
+            "the server was never polled: the monitor has not seen its tools yet",
+        )
+    if current is None:
+        if approved is None:
+            return verdict(
+                DecisionKind.DENY,
+                "unknown-tool",
+                f"{label!r} is not in the server's current listing",
+            )
+        return verdict(
+            DecisionKind.DENY,
+            "tool-removed",
+            f"{label!r} was approved in version {approved.version} but the server no longer lists it",
+            rule="tool-removed",
+            severity=Severity.LOW,
+        )
+    if approved is None:
+        if mode == ApprovalMode.REVIEW:
+            return verdict(
+                DecisionKind.ASK,
+                "not-approved",
+                f"{label!r} has not been approved yet (approval mode review)",
+            )
+        added = _worst(ToolChange(tool, None, current))
+        return verdict(
+            DecisionKind.ASK,
+            "not-approved",
+            f"{label!r} appeared after the first version was trusted and has not been approved",
+            rule=added.rule if added else None,
+            severity=added.severity if added else None,
+        )
+    unchanged = (
+        approved_fingerprint == current_fingerprint
+        if approved_fingerprint and current_fingerprint
+        else approved.definition == current
+    )
+    if unchanged:
+        where = f"version {approved.version}" if approved.version is not None else "an earlier version"
+        return verdict(DecisionKind.ALLOW, "approved", f"{label!r} is as approved in {where}")
+    worst = _worst(ToolChange(tool, approved.definition, current))
+    if worst is None:
+        return verdict(
+            DecisionKind.ASK,
+            "changed-since-approval",
+            f"{label!r} changed since it was approved in version {approved.version}",
+        )
+    decision = DecisionKind.DENY if worst.severity.rank >= DENY_FROM.rank else DecisionKind.ASK
+    return verdict(
+        decision,
+        "changed-since-approval",
+        f"{worst.rule} ({worst.severity.value}) since approval of version {approved.version}: "
+        f"{worst.message}",
+        rule=worst.rule,
+        severity=worst.severity,
+    )
+
+
+def _worst(change: ToolChange) -> Finding | None:
+    return max(diff_changes([change]), key=lambda finding: finding.severity.rank, default=None)

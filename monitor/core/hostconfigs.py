@@ -1,0 +1,163 @@
+"""Server entries from the JSON files hosts and editors keep their MCP servers in.
+
+Pure: it reads parsed JSON and returns, per entry, the fields of a `[[servers]]` table or the
+reason the entry cannot be imported, so one bad entry never costs the others. The shapes:
+
+- Claude Desktop, Claude Code, Cursor, Windsurf, Gemini CLI: `{"mcpServers": {name: entry}}`;
+- VS Code (`.vscode/mcp.json`): `{"inputs": [...], "servers": {name: entry}}`.
+
+An entry is stdio (`command`, `args`, `env`, `cwd`) or remote: `url` with `type` ("http",
+"streamable-http", "sse") or without it (Streamable HTTP, falling back to SSE as hosts do),
+Windsurf's `serverUrl` (the same), Gemini's `httpUrl` (Streamable HTTP). `disabled: true` skips
+an entry. Variables are rewritten into the monitor's `${VAR}` form, expanded only when the server
+is polled: `${env:X}` -> `${X}`, VS Code's `${input:id}` -> `${DRIFT_MONITOR_INPUT_ID}` (the monitor
+cannot prompt, so the value comes from that environment variable), `${X:-default}` kept as is;
+`${workspaceFolder}` and `${userHome}` are filled in at once (they are not secrets).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_VARIABLE = re.compile(r"\$\{([^}]*)\}")
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?$")
+_REMOTE_TYPES = {"http": "http", "streamable-http": "http", "streamablehttp": "http", "sse": "sse"}
+
+
+@dataclass
+class HostEntries:
+    """What one file holds: each importable entry's server fields, each bad one's reason, the skipped."""
+
+    servers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    disabled: list[str] = field(default_factory=list)
+
+
+def input_variable(input_id: str) -> str:
+    """The environment variable a VS Code `${input:id}` is read from."""
+    return "DRIFT_MONITOR_INPUT_" + re.sub(r"[^A-Za-z0-9]", "_", input_id).upper()
+
+
+def read_host_config(data: Any, *, workspace: str, home: str) -> HostEntries:
+    """The servers of a host's config file (already parsed JSON).
+
+    Raises ValueError when the file holds no server map at all; problems with single entries are
+    reported in `HostEntries.errors` by name.
+    """
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    servers = data.get("mcpServers", data.get("servers"))
+    if not isinstance(servers, dict):
+        raise ValueError("no 'mcpServers' (Claude, Cursor, Windsurf, Gemini) or 'servers' (VS Code) object")
+    inputs = _input_ids(data.get("inputs"))
+    found = HostEntries()
+    for name, entry in servers.items():
+        if isinstance(entry, dict) and entry.get("disabled") is True:
+            found.disabled.append(name)
+            continue
+        try:
+            fields = _entry(name, entry)
+            found.servers[name] = _rewrite(fields, inputs, workspace=workspace, home=home)
+        except ValueError as exc:
+            found.errors[name] = str(exc)
+    return found
+
+
+def _input_ids(inputs: Any) -> set[str]:
+    if not isinstance(inputs, list):
+        return set()
+    return {item["id"] for item in inputs if isinstance(item, dict) and isinstance(item.get("id"), str)}
+
+
+def _entry(name: str, entry: Any) -> dict[str, Any]:
+    if not SERVER_NAME.fullmatch(name) or len(name) > 200:
+        raise ValueError("name: use letters, digits, '.', '_' and '-' (starting with a letter or digit)")
+    if not isinstance(entry, dict):
+        raise ValueError("must be an object")
+    kind = str(entry.get("type") or entry.get("transport") or "").lower()
+    url = _first(entry, "httpUrl", "serverUrl", "url")
+    if url is not None:
+        if not isinstance(url, str):
+            raise ValueError("url: must be a string")
+        if "httpUrl" in entry:
+            transport, fallback = "http", False
+        elif kind:
+            if kind not in _REMOTE_TYPES:
+                raise ValueError(f"type: {kind!r} is not a remote transport (http, sse)")
+            transport, fallback = _REMOTE_TYPES[kind], False
+        else:
+            transport, fallback = "http", True
+        fields: dict[str, Any] = {"transport": transport, "url": url, "sse_fallback": fallback}
+        if "headers" in entry:
+            fields["headers"] = _strings(entry["headers"], "headers")
+        return fields
+    if kind not in ("", "stdio"):
+        raise ValueError(f"type: {kind!r} needs a url")
+    if not isinstance(entry.get("command"), str) or not entry["command"]:
+        raise ValueError("command or url: one is required")
+    fields = {"transport": "stdio", "command": entry["command"]}
+    if "args" in entry:
+        args = entry["args"]
+        if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
+            raise ValueError("args: must be an array of strings")
+        fields["args"] = list(args)
+    if "env" in entry:
+        fields["env"] = _strings(entry["env"], "env")
+    if isinstance(entry.get("cwd"), str):
+        fields["cwd"] = entry["cwd"]
+    return fields
+
+
+def _first(entry: Mapping[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if key in entry:
+            return entry[key]
+    return None
+
+
+def _strings(value: Any, what: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{what}: must be an object")
+    for key, item in value.items():
+        if not isinstance(item, str):
+            raise ValueError(f"{what}.{key}: must be a string (got {type(item).__name__})")
+    return dict(value)
+
+
+def _rewrite(fields: dict[str, Any], inputs: set[str], *, workspace: str, home: str) -> dict[str, Any]:
+    """Every host variable in the entry's strings, in the monitor's `${VAR}` form."""
+
+    def one(text: str, where: str) -> str:
+        def replace(match: re.Match[str]) -> str:
+            inner = match.group(1)
+            if inner.startswith("env:"):
+                return "${" + inner.removeprefix("env:") + "}"
+            if inner.startswith("input:"):
+                input_id = inner.removeprefix("input:")
+                if input_id not in inputs:
+                    raise ValueError(f"{where}: ${{input:{input_id}}} is not declared in 'inputs'")
+                return "${" + input_variable(input_id) + "}"
+            if inner == "workspaceFolder":
+                return workspace
+            if inner == "userHome":
+                return home
+            if _PLAIN.fullmatch(inner):
+                return match.group(0)
+            raise ValueError(f"{where}: unsupported variable ${{{inner}}}")
+
+        return _VARIABLE.sub(replace, text)
+
+    result = dict(fields)
+    for key in ("url", "command", "cwd"):
+        if isinstance(result.get(key), str):
+            result[key] = one(result[key], key)
+    if "args" in result:
+        result["args"] = [one(arg, "args") for arg in result["args"]]
+    for key in ("headers", "env"):
+        if key in result:
+            result[key] = {name: one(value, f"{key}.{name}") for name, value in result[key].items()}
+    return result

@@ -1,0 +1,120 @@
+"""Rules on what different clients are shown: `listing-varies-by-client`, `notifications-declined`.
+
+Two client profiles of one server (different clientInfo or declared capabilities) may get
+different listings. That is lawful, but a host sees a listing the monitor's primary view does
+not, and one laxer on readOnlyHint or destructiveHint for the same tool is a server that shows
+the monitor a safer listing than it shows hosts: cloaking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from monitor.core.findings import Finding, Severity, ToolChange
+from monitor.core.fingerprint import CanonicalListing
+from monitor.core.listing import effective_hints
+from monitor.core.rules.catalog import CATALOG, Rule
+from monitor.core.text import make_visible
+
+for _view_rule in (
+    Rule(
+        "listing-varies-by-client",
+        Severity.MEDIUM,
+        "Two client profiles of one server (different clientInfo or declared capabilities) get different "
+        "listings; high when one view is laxer on readOnlyHint or destructiveHint for the same tool.",
+        "server",
+    ),
+    Rule(
+        "notifications-declined",
+        Severity.MEDIUM,
+        "The server advertises tools.listChanged but its subscriptions/listen acknowledgement leaves "
+        "toolsListChanged out: hosts on 2026-07-28 sessions will never hear of a change.",
+        "server",
+    ),
+):
+    CATALOG[_view_rule.id] = _view_rule
+
+SAFETY_HINTS = ("readOnlyHint", "destructiveHint")
+
+
+def views_differ(
+    server: str, base_view: str, base: CanonicalListing, other_view: str, other: CanonicalListing
+) -> Iterator[Finding]:
+    """One finding per tool that two views of `server` show differently (`old`: the base view's value)."""
+    rule = CATALOG["listing-varies-by-client"]
+    for name in sorted(base.forms.keys() | other.forms.keys()):
+        if base.forms.get(name) == other.forms.get(name):
+            continue
+        label = make_visible(name)
+        tool = ToolChange(name, None, None)
+        detail: dict[str, object] = {"views": [base_view, other_view]}
+        if name not in other.forms or name not in base.forms:
+            shown, hidden = (base_view, other_view) if name in base.forms else (other_view, base_view)
+            detail["only_in"] = shown
+            yield rule.finding(
+                tool,
+                "tools",
+                name in base.forms,
+                name in other.forms,
+                f"{server} lists {label} to client {shown!r} but not to {hidden!r}.",
+                detail=detail,
+            )
+            continue
+        old, new = effective_hints(base.tools[name]), effective_hints(other.tools[name])
+        differing = {
+            hint: {base_view: old.get(hint), other_view: new.get(hint)}
+            for hint in ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+            if old.get(hint) != new.get(hint) and (old.applies(hint) or new.applies(hint))
+        }
+        detail["annotations"] = differing
+        lax = [hint for hint in SAFETY_HINTS if hint in differing]
+        if lax:
+            hint = lax[0]
+            laxer, stricter = (
+                (base_view, other_view) if _laxer(hint, old.get(hint)) else (other_view, base_view)
+            )
+            message = (
+                f"{server} shows {label} to client {laxer!r} with {hint}={str(_lax_value(hint)).lower()} "
+                f"but not to {stricter!r}: a server that shows one client a safer listing than another "
+                "is cloaking."
+            )
+            yield rule.finding(
+                tool,
+                f"annotations.{hint}",
+                old.get(hint),
+                new.get(hint),
+                message,
+                detail=detail,
+                severity=Severity.HIGH,
+            )
+            continue
+        first = next(iter(differing), None)
+        yield rule.finding(
+            tool,
+            f"annotations.{first}" if first else None,
+            old.get(first) if first else None,
+            new.get(first) if first else None,
+            f"{server} shows {label} differently to clients {base_view!r} and {other_view!r} "
+            f"({', '.join(differing) or 'its definition'}).",
+            detail=detail,
+        )
+
+
+def _lax_value(hint: str) -> bool:
+    """The value of a safety hint that asks hosts for less friction."""
+    return hint == "readOnlyHint"
+
+
+def _laxer(hint: str, value: bool) -> bool:
+    return value == _lax_value(hint)
+
+
+def notifications_declined(server: str) -> Finding:
+    return CATALOG["notifications-declined"].finding(
+        None,
+        "toolsListChanged",
+        True,
+        False,
+        f"{server} advertises tools.listChanged but its subscriptions/listen acknowledgement declines "
+        "toolsListChanged: 2026-07-28 hosts will not hear of changes.",
+    )

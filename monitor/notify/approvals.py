@@ -1,0 +1,272 @@
+"""Approving, revoking and the decision point's writes, with what they mean for alerts and sessions.
+
+Approving a version's tools accepts the changes that led to it, so the open alerts those changes
+raised about the same tools are resolved (through `monitor.notify.alerts`, the one path, so the
+webhooks that heard them open hear them close). A decision asked with a `session_id` registers or
+heart-beats that host session, so a gateway asking for decisions shows up among the sessions.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from monitor.core.decisions import Verdict
+from monitor.core.rules import TOOL_RULES
+from monitor.core.states import AlertState
+from monitor.notify import alerts
+from monitor.notify import sessions as host_sessions
+from monitor.store import Store, approvals
+from monitor.store.decisions import record_decision
+from monitor.store.models import Alert, AlertFinding, Approval, FindingRecord, HostSession, Server, Snapshot
+
+_TOOL_RULE_IDS = [rule.id for rule in TOOL_RULES]
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Approved:
+    version: int
+    events: list[Approval]
+    resolved_alerts: list[int]
+
+
+def alerts_resolved_by(
+    session: Session, server_id: int, tools: Sequence[str] | None, version: int
+) -> list[Alert]:
+    """Unresolved tool alerts about `tools` (None: any tool) whose findings all lead to `version` or
+    an earlier one: the changes a person accepts by approving the tools as in `version`."""
+    if tools is not None and not tools:
+        return []
+    newest_step = (
+        select(AlertFinding.alert_id, func.max(Snapshot.version).label("version"))
+        .join(FindingRecord, FindingRecord.id == AlertFinding.finding_id)
+        .join(Snapshot, Snapshot.id == FindingRecord.to_snapshot_id)
+        .group_by(AlertFinding.alert_id)
+        .subquery()
+    )
+    return list(
+        session.scalars(
+            select(Alert)
+            .join(newest_step, newest_step.c.alert_id == Alert.id)
+            .where(
+                Alert.server_id == server_id,
+                Alert.state.in_(AlertState.unresolved()),
+                Alert.session_id.is_(None),
+                Alert.rule.in_(_TOOL_RULE_IDS),
+                Alert.tool.is_not(None) if tools is None else Alert.tool.in_(list(tools)),
+                newest_step.c.version <= version,
+            )
+            .order_by(Alert.id)
+        )
+    )
+
+
+def approve(
+    session: Session,
+    server: Server,
+    *,
+    version: int | None,
+    tools: Sequence[str] | None,
+    note: str,
+    actor: str,
+    now: datetime,
+    resolve_alerts: bool,
+    policy: alerts.Alerting,
+) -> Approved:
+    """Approve the tools' definitions in `version`; with `resolve_alerts`, resolve what they answer."""
+    approved_version, events = approvals.approve(
+        session, server, version=version, tools=tools, note=note, actor=actor, now=now
+    )
+    resolved: list[int] = []
+    if resolve_alerts:
+        names = [event.tool for event in events if event.tool is not None]
+        for alert in alerts_resolved_by(session, server.id, names, approved_version):
+            alerts.resolve(session, alert, now, policy=policy)
+            resolved.append(alert.id)
+    return Approved(approved_version, events, resolved)
+
+
+class SessionBeats:
+    """Records host sessions seen through decisions, writing at most once per `interval` per session
+    (or when its reported listing changes), so a busy gateway does not turn each decision into a write."""
+
+    def __init__(self, interval: float = 30.0) -> None:
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[str, str], tuple[float, str]] = {}
+
+    def due(self, server: str, session_id: str, fingerprint: str) -> bool:
+        key = (server, session_id)
+        now = time.monotonic()
+        with self._lock:
+            last = self._seen.get(key)
+            if last is not None and last[1] == fingerprint and now - last[0] < self.interval:
+                return False
+            if len(self._seen) > 100_000:
+                self._seen.clear()
+            self._seen[key] = (now, fingerprint)
+            return True
+
+
+def beat(
+    session: Session,
+    *,
+    server: str,
+    session_id: str,
+    client: str | None,
+    fingerprint: str,
+    now: datetime,
+) -> None:
+    """Register the host session, or heart-beat it with the fingerprint of the listing it holds.
+
+    A caller that sends no fingerprint is recorded as holding the current listing: the monitor has
+    no evidence otherwise, and a guess must not raise `session-stale`.
+    """
+    existing = session.scalar(
+        select(HostSession.id)
+        .join(Server, Server.id == HostSession.server_id)
+        .where(Server.name == server, HostSession.session_id == session_id)
+    )
+    if existing is None:
+        host_sessions.register_session(
+            session,
+            server=server,
+            session_id=session_id,
+            client=client,
+            connected_at=now,
+            fingerprint=fingerprint,
+            tools=None,
+            now=now,
+        )
+    else:
+        host_sessions.heartbeat(
+            session, server=server, session_id=session_id, fingerprint=fingerprint, tools=None, now=now
+        )
+
+
+@dataclass(frozen=True)
+class DecisionWrite:
+    """What one decision leaves in the database: the decision itself when it was not an allow, and
+    the host session's heart-beat when one is due."""
+
+    server_id: int
+    server: str
+    tool: str
+    verdict: Verdict | None
+    session_id: str | None
+    client: str | None
+    holding: str | None
+    """The fingerprint the session holds, for a due heart-beat; None: no beat."""
+    at: datetime
+
+
+class DecisionRecorder:
+    """Writes decisions' traces on a thread of its own, in batches, so that answering a decision
+    never waits for the database's write lock (which a poll may hold on SQLite).
+
+    At most `max_pending` writes wait; past that they are dropped and counted (`dropped`), so a
+    flood of denials cannot grow memory without bound. `flush()` waits until everything submitted
+    so far is committed; `close()` flushes and stops the thread.
+    """
+
+    def __init__(self, store: Store, *, keep: int, max_pending: int = 10_000, batch: int = 500) -> None:
+        self.store = store
+        self.keep = keep
+        self.batch = batch
+        self.dropped = 0
+        self._queue: queue.Queue[DecisionWrite | None] = queue.Queue(max_pending)
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, write: DecisionWrite) -> None:
+        self._start()
+        try:
+            self._queue.put_nowait(write)
+        except queue.Full:
+            self.dropped += 1
+
+    def flush(self) -> None:
+        if self._thread is not None:
+            self._queue.join()
+
+    def close(self) -> None:
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join()
+
+    def _start(self) -> None:
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="decision-recorder", daemon=True)
+                    self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            items = [first]
+            while len(items) < self.batch:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            writes = [item for item in items if item is not None]
+            try:
+                self._write_all(writes)
+            finally:
+                for _ in items:
+                    self._queue.task_done()
+            if len(writes) < len(items):
+                return
+
+    def _write_all(self, writes: list[DecisionWrite]) -> None:
+        """One transaction for the batch; if it fails, each write on its own, so that one bad write
+        (a server deleted meanwhile) costs only itself."""
+        if not writes:
+            return
+        try:
+            self._write(writes)
+            return
+        except Exception:
+            if len(writes) == 1:
+                logger.exception(
+                    "could not record a decision about %r on %r", writes[0].tool, writes[0].server
+                )
+                return
+        for write in writes:
+            self._write_all([write])
+
+    def _write(self, writes: list[DecisionWrite]) -> None:
+        with self.store.sessions.begin() as session:
+            for write in writes:
+                if write.verdict is not None:
+                    record_decision(
+                        session,
+                        server_id=write.server_id,
+                        tool=write.tool,
+                        verdict=write.verdict,
+                        session_id=write.session_id,
+                        client=write.client,
+                        now=write.at,
+                        keep=self.keep,
+                    )
+                if write.session_id is not None and write.holding is not None:
+                    beat(
+                        session,
+                        server=write.server,
+                        session_id=write.session_id,
+                        client=write.client,
+                        fingerprint=write.holding,
+                        now=write.at,
+                    )

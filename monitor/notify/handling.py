@@ -1,0 +1,77 @@
+"""What a person does to an alert: acknowledge it (by whom, why) or resolve it by hand.
+
+Both go through the alert lifecycle in `monitor.notify.alerts`, so the sinks that heard an alert open
+hear what became of it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from monitor.core.states import AlertState
+from monitor.notify.alerts import Alerting, announce, resolve
+from monitor.notify.events import alert_event
+from monitor.notify.sinks import ALERT_ACKNOWLEDGED
+from monitor.store.models import Alert, Server
+
+
+class AlertResolved(ValueError):
+    """A change a resolved alert no longer takes (the API's and the page's 409)."""
+
+
+def acknowledge(
+    session: Session,
+    alert_id: int,
+    now: datetime,
+    *,
+    by: str | None = None,
+    note: str | None = None,
+    policy: Alerting | None = None,
+) -> Alert | None:
+    """Mark an alert as seen, by whom and why; it stays unresolved until its condition clears.
+
+    None: no such alert. Acknowledging again keeps the first time and adds a later note or name;
+    a resolved alert raises `AlertResolved`, since nothing is left to acknowledge. With the
+    `policy`, the PagerDuty sinks that heard it open hear of it (SPEC 9 webhooks do not).
+    """
+    alert = session.get(Alert, alert_id, with_for_update=True)
+    if alert is None:
+        return None
+    if alert.state == AlertState.RESOLVED:
+        raise AlertResolved(
+            f"alert {alert_id} was resolved at {_iso(alert.resolved_at)}: nothing to acknowledge"
+        )
+    if alert.state == AlertState.OPEN:
+        alert.state, alert.acknowledged_at = AlertState.ACKNOWLEDGED, now
+        server = session.get_one(Server, alert.server_id)
+        alert_event(session, alert, server.name, "acknowledged")
+        if policy is not None:
+            paging = [w for w in policy.webhooks_for(alert.severity_rank) if w.format == "pagerduty"]
+            announce(session, alert, server.name, ALERT_ACKNOWLEDGED, paging, now, policy)
+    alert.acknowledged_by = by or alert.acknowledged_by
+    alert.ack_note = note or alert.ack_note
+    return alert
+
+
+def resolve_by_hand(
+    session: Session, alert_id: int, now: datetime, *, by: str | None, note: str | None, policy: Alerting
+) -> Alert | None:
+    """A person closes an alert (a session that will never report again, a known change): webhooks hear it.
+
+    None: no such alert; an alert already resolved raises `AlertResolved`. If the condition is
+    still there, the next finding opens a new alert: resolving is not muting (silences are).
+    """
+    alert = session.get(Alert, alert_id, with_for_update=True)
+    if alert is None:
+        return None
+    if alert.state == AlertState.RESOLVED:
+        raise AlertResolved(f"alert {alert_id} was already resolved at {_iso(alert.resolved_at)}")
+    alert.resolved_by, alert.resolve_note = by or "a signed-in user", note
+    resolve(session, alert, now, policy=policy)
+    return alert
+
+
+def _iso(at: datetime | None) -> str:
+    return at.isoformat() if at is not None else "an unknown time"

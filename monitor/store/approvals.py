@@ -1,0 +1,233 @@
+"""Approvals: which definition of each tool a person approved, as an event history kept forever.
+
+Approving records the tool's definition (its content address) in a chosen version; revoking and
+changing a server's approval mode are events too, so who approved what, when and why is never
+overwritten. The newest event of a tool is its approval state. In `tofu` mode a tool with no event
+at all is approved as the server's first version held it (trust on first use), which needs no
+write at poll time and holds as well for servers first polled before approvals existed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from monitor.core.states import ApprovalAction, ApprovalMode
+from monitor.store.models import Approval, ListingTool, Server, Snapshot, ToolDefinition
+from monitor.store.records import ApprovalRecord
+
+TOFU_ACTOR = "trust on first use"
+
+
+class ApprovalError(ValueError):
+    """An approval the monitor cannot record; the message says why."""
+
+
+class NotFound(ApprovalError):
+    """The version, or a tool in it, or an approval to revoke, does not exist."""
+
+
+class NothingYet(ApprovalError):
+    """The server has not been polled: there is no version to approve yet."""
+
+
+@dataclass(frozen=True)
+class ApprovedTool:
+    """The approved definition of one tool (from an event, or from the first version under tofu)."""
+
+    version: int | None
+    fingerprint: str
+    definition: dict[str, Any]
+    tofu: bool = False
+
+
+def set_mode(
+    session: Session, server: Server, mode: ApprovalMode, *, actor: str, note: str, now: datetime
+) -> bool:
+    """Change the server's approval mode, recording who did it; False when it already was `mode`."""
+    if server.approval == mode:
+        return False
+    server.approval = mode.value
+    session.add(
+        Approval(
+            server_id=server.id,
+            action=ApprovalAction.MODE,
+            mode=mode.value,
+            actor=actor,
+            note=note,
+            created_at=now,
+        )
+    )
+    session.flush()
+    return True
+
+
+def _version_tools(session: Session, server_id: int, version: int | None) -> tuple[int, dict[str, str]]:
+    """The version (None: the current one) and its tools' definition fingerprints by name."""
+    query = select(Snapshot.version, Snapshot.listing_id).where(Snapshot.server_id == server_id)
+    if version is None:
+        query = query.order_by(Snapshot.version.desc()).limit(1)
+    else:
+        query = query.where(Snapshot.version == version)
+    row = session.execute(query).first()
+    if row is None:
+        if version is None:
+            raise NothingYet("the server has not been polled yet: there is nothing to approve")
+        raise NotFound(f"the server has no version {version}")
+    tools = dict(
+        session.execute(
+            select(ToolDefinition.name, ToolDefinition.fingerprint)
+            .join(ListingTool, ListingTool.tool_id == ToolDefinition.id)
+            .where(ListingTool.listing_id == row.listing_id)
+        ).all()
+    )
+    return row.version, tools
+
+
+def approve(
+    session: Session,
+    server: Server,
+    *,
+    version: int | None,
+    tools: Sequence[str] | None,
+    note: str,
+    actor: str,
+    now: datetime,
+) -> tuple[int, list[Approval]]:
+    """Approve the definitions of `tools` (None: all) as they are in `version` (None: the current one).
+
+    Returns the version approved and the events written. A tool the version does not hold is refused.
+    """
+    approved_version, held = _version_tools(session, server.id, version)
+    names = sorted(held) if tools is None else list(dict.fromkeys(tools))
+    missing = [name for name in names if name not in held]
+    if missing:
+        raise NotFound(f"version {approved_version} has no tool named {', '.join(repr(n) for n in missing)}")
+    events = [
+        Approval(
+            server_id=server.id,
+            action=ApprovalAction.APPROVE,
+            tool=name,
+            version=approved_version,
+            definition_fingerprint=held[name],
+            actor=actor,
+            note=note,
+            created_at=now,
+        )
+        for name in names
+    ]
+    session.add_all(events)
+    session.flush()
+    return approved_version, events
+
+
+def revoke(session: Session, server: Server, tool: str, *, note: str, actor: str, now: datetime) -> Approval:
+    """Withdraw the approval of one tool: the next decision about it is `ask` until it is approved again."""
+    approved = approved_tools(session, server).get(tool)
+    if approved is None:
+        raise NotFound(f"{tool!r} is not approved")
+    event = Approval(
+        server_id=server.id, action=ApprovalAction.REVOKE, tool=tool, actor=actor, note=note, created_at=now
+    )
+    session.add(event)
+    session.flush()
+    return event
+
+
+def approved_tools(session: Session, server: Server) -> dict[str, ApprovedTool]:
+    """The approved definition of every approved tool of the server, by name."""
+    newest = (
+        select(func.max(Approval.id))
+        .where(Approval.server_id == server.id, Approval.tool.is_not(None))
+        .group_by(Approval.tool)
+    )
+    rows = session.execute(
+        select(Approval.tool, Approval.action, Approval.version, Approval.definition_fingerprint).where(
+            Approval.id.in_(newest)
+        )
+    ).all()
+    fingerprints = {row.definition_fingerprint for row in rows if row.action == ApprovalAction.APPROVE}
+    definitions = _definitions(session, fingerprints)
+    result: dict[str, ApprovedTool] = {}
+    decided = set()
+    for tool, action, version, fingerprint in rows:
+        decided.add(tool)
+        if tool is not None and action == ApprovalAction.APPROVE and fingerprint in definitions:
+            result[tool] = ApprovedTool(version, fingerprint, definitions[fingerprint])
+    if server.approval == ApprovalMode.TOFU:
+        first = _first_version_tools(session, server.id)
+        for name, (fingerprint, definition) in first.items():
+            if name not in decided:
+                result[name] = ApprovedTool(1, fingerprint, definition, tofu=True)
+    return result
+
+
+def _definitions(session: Session, fingerprints: set[str]) -> dict[str, dict[str, Any]]:
+    if not fingerprints:
+        return {}
+    return dict(
+        session.execute(
+            select(ToolDefinition.fingerprint, ToolDefinition.definition).where(
+                ToolDefinition.fingerprint.in_(sorted(fingerprints))
+            )
+        ).all()
+    )
+
+
+def _first_version_tools(session: Session, server_id: int) -> dict[str, tuple[str, dict[str, Any]]]:
+    rows = session.execute(
+        select(ToolDefinition.name, ToolDefinition.fingerprint, ToolDefinition.definition)
+        .join(ListingTool, ListingTool.tool_id == ToolDefinition.id)
+        .join(Snapshot, Snapshot.listing_id == ListingTool.listing_id)
+        .where(Snapshot.server_id == server_id, Snapshot.version == 1)
+    ).all()
+    return {name: (fingerprint, definition) for name, fingerprint, definition in rows}
+
+
+def history(session: Session, server: Server, tool: str | None = None) -> list[ApprovalRecord]:
+    """Every approval event of the server (or of one tool, with the mode changes), newest first; under
+    tofu, the trust given on first use to the first version's tools appears as the oldest events."""
+    query = select(Approval).where(Approval.server_id == server.id)
+    if tool is not None:
+        query = query.where((Approval.tool == tool) | Approval.tool.is_(None))
+    records = [
+        ApprovalRecord(
+            id=event.id,
+            server=server.name,
+            action=ApprovalAction(event.action),
+            tool=event.tool,
+            version=event.version,
+            definition_fingerprint=event.definition_fingerprint,
+            mode=ApprovalMode(event.mode) if event.mode else None,
+            actor=event.actor,
+            note=event.note,
+            at=event.created_at,
+        )
+        for event in session.scalars(query.order_by(Approval.id.desc()))
+    ]
+    if server.approval == ApprovalMode.TOFU:
+        first_seen = session.scalar(
+            select(Snapshot.first_seen).where(Snapshot.server_id == server.id, Snapshot.version == 1)
+        )
+        for name, (fingerprint, _) in sorted(_first_version_tools(session, server.id).items()):
+            if (tool is None or name == tool) and first_seen is not None:
+                records.append(
+                    ApprovalRecord(
+                        id=None,
+                        server=server.name,
+                        action=ApprovalAction.APPROVE,
+                        tool=name,
+                        version=1,
+                        definition_fingerprint=fingerprint,
+                        mode=None,
+                        actor=TOFU_ACTOR,
+                        note="approved automatically: the first version seen (approval mode tofu)",
+                        at=first_seen,
+                    )
+                )
+    return records

@@ -1,0 +1,116 @@
+"""One alert's own page (`/alerts/{id}`, the `url` of its webhooks): what it is, why, who saw it, and
+resolving it by hand. Acknowledging posts to the alerts page's form handler with a note."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from monitor.notify import handling
+from monitor.store import queries
+from monitor.store.records import AlertDetail, AlertRecord
+from monitor.webapp.deps import (
+    ReadSession,
+    Web,
+    WriteSession,
+    alert_or_404,
+    require_editor,
+    require_viewer,
+    signed_in,
+)
+from monitor.webapp.pages.csrf import CheckedForm
+from monitor.webapp.pages.rendering import render
+
+router = APIRouter(include_in_schema=False, dependencies=[Depends(require_viewer)])
+NOTE_LIMIT = 2000
+"""Longest name or note a form keeps (the rest is cut): the page shows it whole."""
+
+
+@dataclass(frozen=True)
+class Moment:
+    """One line of the alert's timeline."""
+
+    at: datetime
+    what: str
+    note: str | None = None
+
+
+def timeline(detail: AlertDetail) -> list[Moment]:
+    """Opened, each finding it gathered, each delivery, acknowledged and resolved, in time order."""
+    alert = detail.alert
+    moments = [Moment(alert.opened_at, "opened")]
+    moments += [Moment(f.detected_at, f"finding: {f.severity} {f.rule}", f.message) for f in detail.findings]
+    for delivery in detail.deliveries:
+        moments.append(
+            Moment(delivery.created_at, f"{delivery.event_type} queued for webhook {delivery.webhook}")
+        )
+        if delivery.delivered_at is not None:
+            tries = f"after {delivery.attempts} attempt(s)"
+            moments.append(
+                Moment(
+                    delivery.delivered_at, f"{delivery.event_type} delivered to {delivery.webhook} {tries}"
+                )
+            )
+    if alert.acknowledged_at is not None:
+        who = f" by {alert.acknowledged_by}" if alert.acknowledged_by else ""
+        moments.append(Moment(alert.acknowledged_at, f"acknowledged{who}", alert.ack_note))
+    if alert.resolved_at is not None:
+        how = f"resolved by {alert.resolved_by}" if alert.resolved_by else "resolved: the condition cleared"
+        moments.append(Moment(alert.resolved_at, how, alert.resolve_note))
+    return sorted(moments, key=lambda moment: moment.at)
+
+
+@router.get("/alerts/{alert_id}", response_class=HTMLResponse)
+def alert_page(
+    request: Request, web: Web, alert: Annotated[AlertRecord, Depends(alert_or_404)], session: ReadSession
+) -> HTMLResponse:
+    detail = queries.alert_detail(session, alert.id)
+    assert detail is not None  # alert_or_404 found it in this same transaction
+    diffs = sorted(
+        {(f.from_version, f.to_version) for f in detail.findings if f.from_version and f.to_version}
+    )
+    return render(
+        request,
+        session,
+        "alert.html",
+        nav="alerts",
+        detail=detail,
+        a=detail.alert,
+        diffs=diffs,
+        timeline=timeline(detail),
+        can_write=signed_in(web, request),
+        flash=request.query_params.get("done", ""),
+    )
+
+
+@router.post("/alerts/{alert_id}/resolve", response_class=HTMLResponse)
+def resolve(
+    web: Web,
+    fields: CheckedForm,
+    _editor: Annotated[None, Depends(require_editor)],
+    alert: Annotated[AlertRecord, Depends(alert_or_404)],
+    session: WriteSession,
+) -> Response:
+    """Through `monitor.notify.alerts`, so the webhooks that heard it open hear it resolved."""
+    try:
+        handling.resolve_by_hand(
+            session,
+            alert.id,
+            web.now(),
+            by=form_text(fields, "by"),
+            note=form_text(fields, "note"),
+            policy=web.alerting,
+        )
+    except handling.AlertResolved as exc:
+        raise HTTPException(409, str(exc)) from None
+    return RedirectResponse(f"/alerts/{alert.id}?done=resolved", status_code=303)
+
+
+def form_text(fields: dict[str, str], name: str) -> str | None:
+    """A trimmed form field, cut to NOTE_LIMIT and without NUL; None when left empty."""
+    value = fields.get(name, "").replace("\x00", "").strip()[:NOTE_LIMIT]
+    return value or None

@@ -1,0 +1,124 @@
+"""Approving and revoking from the dashboard, next to the findings a person is judging.
+
+The server page shows each current tool's decision with its reason and the kept non-allow
+decisions; it and the diff page carry the approve forms. The forms are posted like the alert
+acknowledgement: a signed-in person, the CSRF token, then back to the page with what was done.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from sqlalchemy.orm import Session
+
+from monitor.core.text import make_visible
+from monitor.notify import approvals as approving
+from monitor.store import approvals
+from monitor.store.decisions import recent_decisions
+from monitor.store.models import Server
+from monitor.store.records import ServerRecord
+from monitor.webapp.decisionpoint import point_of
+from monitor.webapp.deps import (
+    Web,
+    WriteSession,
+    db_safe,
+    page_server_or_404,
+    require_editor,
+    require_viewer,
+    signed_in,
+)
+from monitor.webapp.pages.csrf import CheckedForm
+from monitor.webapp.pages.params import number_param
+
+router = APIRouter(include_in_schema=False, dependencies=[Depends(require_viewer)])
+TheServer = Annotated[ServerRecord, Depends(page_server_or_404)]
+DASHBOARD = "dashboard"
+
+
+def server_approvals(request: Request, session: Session, server: ServerRecord) -> dict[str, Any]:
+    """What the server page shows about approvals: each current tool's decision, the history and
+    the kept decisions, and whether the person may approve."""
+    view = point_of(request).view.server(server.name)
+    row = session.get_one(Server, server.id)
+    verdicts = {name: view.verdict(name) for name in sorted(view.tools)} if view else {}
+    return {
+        "approval_mode": server.approval,
+        "verdicts": verdicts,
+        "approval_history": approvals.history(session, row)[:50],
+        "decisions": recent_decisions(session, server.id),
+        "can_approve": signed_in(request.app.state.web, request),
+        "done": request.query_params.get("done", ""),
+    }
+
+
+def resolvable_alerts(session: Session, server: ServerRecord, version: int, tools: list[str] | None) -> int:
+    """How many open alerts approving these tools (None: all) as in `version` would resolve (said on
+    the form)."""
+    return len(approving.alerts_resolved_by(session, server.id, tools, version))
+
+
+def _back(server: str, fields: dict[str, str], done: str) -> Response:
+    page = fields.get("back", "server")
+    target = f"/servers/{quote(server, safe='')}"
+    if page == "diff":
+        target += f"/diff?from={fields.get('from', '')}&to={fields.get('version', '')}"
+        return RedirectResponse(f"{target}&done={quote(done)}", status_code=303)
+    return RedirectResponse(f"{target}?done={quote(done)}#approvals", status_code=303)
+
+
+@router.post("/servers/{name}/approve", response_class=HTMLResponse)
+def approve(
+    request: Request,
+    web: Web,
+    fields: CheckedForm,
+    _editor: Annotated[None, Depends(require_editor)],
+    server: TheServer,
+    session: WriteSession,
+) -> Response:
+    version = number_param(fields.get("version"), "version")
+    tool = request.query_params.get("tool") or None
+    note = fields.get("note", "")[:4000]
+    if (tool is not None and not db_safe(tool)) or not db_safe(note):
+        raise HTTPException(422, "the tool name or note holds characters that cannot be stored")
+    row = session.get_one(Server, server.id, with_for_update=True)
+    try:
+        done = approving.approve(
+            session,
+            row,
+            version=version,
+            tools=[tool] if tool else None,
+            note=note,
+            actor=DASHBOARD,
+            now=web.now(),
+            resolve_alerts=fields.get("resolve_alerts") == "on",
+            policy=web.alerting,
+        )
+    except approvals.ApprovalError as exc:
+        raise HTTPException(422, make_visible(str(exc))) from None
+    what = f"{tool!r}" if tool else f"{len(done.events)} tools"
+    resolved = f", resolved {len(done.resolved_alerts)} alert(s)" if done.resolved_alerts else ""
+    return _back(server.name, fields, f"approved {what} as in v{done.version}{resolved}")
+
+
+@router.post("/servers/{name}/revoke", response_class=HTMLResponse)
+def revoke(
+    request: Request,
+    web: Web,
+    fields: CheckedForm,
+    _editor: Annotated[None, Depends(require_editor)],
+    server: TheServer,
+    session: WriteSession,
+) -> Response:
+    tool = request.query_params.get("tool", "")
+    note = fields.get("note", "")[:4000]
+    if not tool or not db_safe(tool) or not db_safe(note):
+        raise HTTPException(422, "tool: which tool's approval to revoke")
+    row = session.get_one(Server, server.id, with_for_update=True)
+    try:
+        approvals.revoke(session, row, tool, note=note, actor=DASHBOARD, now=web.now())
+    except approvals.ApprovalError as exc:
+        raise HTTPException(422, make_visible(str(exc))) from None
+    return _back(server.name, fields, f"revoked the approval of {tool!r}")

@@ -1,0 +1,196 @@
+"""One page per alert (`/alerts/{id}`, every webhook's `url`), and acknowledging and resolving it with
+who and why, through the pages and the API, on the real store and app."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+from support import record_poll, tool, webhook_secret
+from support.world import AUTH, T0, make_app
+
+from monitor.config import ServerConfig, WebhookConfig
+from monitor.core.findings import Severity
+from monitor.notify.alerts import Alerting
+from monitor.store import Store
+from monitor.store.models import Alert, WebhookDelivery
+from monitor.webapp.context import session_cookie_value
+
+SECRET_ENV = "TEST_ALERT_PAGE_SECRET"
+
+
+def listing(read_only: bool, description: str = "Purge a tenant.") -> list[dict[str, object]]:
+    return [
+        tool("purge_tenant", read_only=read_only, description=description),
+        tool("lookup", read_only=True),
+    ]
+
+
+@pytest.fixture
+def alerted(store: Store, monkeypatch: pytest.MonkeyPatch) -> Store:
+    """A server whose polls opened a critical tool alert and a server-unreachable alert, with webhooks."""
+    monkeypatch.setenv(SECRET_ENV, webhook_secret(b"alert page key"))
+    webhook = WebhookConfig(
+        name="ops", url="http://127.0.0.1:9/hook", secret_env=SECRET_ENV, min_severity=Severity.HIGH
+    )
+    alerting = Alerting([webhook], base_url="http://testserver")
+    store.hooks.append(alerting)
+    server_id = store.sync_servers(
+        [ServerConfig(name="tenants", transport="http", url="http://127.0.0.1:9/")], T0
+    )["tenants"]
+    record_poll(store, server_id, listing(True), T0)
+    record_poll(store, server_id, listing(False), T0 + timedelta(minutes=1))
+    for minute in range(2, 5):
+        at = T0 + timedelta(minutes=minute)
+        store.record_failure(server_id, "connect", "connection refused", started_at=at, finished_at=at)
+    return store
+
+
+@pytest.fixture
+def browser(alerted: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+    with TestClient(make_app(alerted, monkeypatch), follow_redirects=False) as client:
+        web = client.app.state.web  # type: ignore[attr-defined]
+        client.cookies.set("dm_session", session_cookie_value(web, time.time()))
+        yield client
+
+
+def csrf_of(html: str) -> str:
+    match = re.search(r'name="csrf_token" value="([^"]+)"', html)
+    assert match, html[:300]
+    return match.group(1)
+
+
+def webhook_urls(store: Store) -> dict[str, str]:
+    with store.sessions() as session:
+        bodies = session.scalars(select(WebhookDelivery.body)).all()
+    alerts = [json.loads(body)["alert"] for body in bodies]
+    return {alert["rule"]: alert["url"] for alert in alerts}
+
+
+def test_every_webhook_url_answers_with_the_alerts_page_when_signed_in(
+    alerted: Store, browser: TestClient
+) -> None:
+    urls = webhook_urls(alerted)
+    assert set(urls) == {"read-only-revoked", "server-unreachable"}
+    for rule, url in urls.items():
+        path = urlsplit(url).path
+        browser.cookies.delete("dm_session")
+        assert browser.get(path).status_code == 303, "a sign-in first"
+        web = browser.app.state.web  # type: ignore[attr-defined]
+        browser.cookies.set("dm_session", session_cookie_value(web, time.time()))
+        page = browser.get(path)
+        assert page.status_code == 200, (rule, page.text[:300])
+        assert f"<code>{rule}</code>" in page.text
+        assert "Webhook deliveries" in page.text and "Timeline" in page.text
+    revoked = browser.get(urlsplit(urls["read-only-revoked"]).path).text
+    assert 'href="/servers/tenants/diff?from=1&amp;to=2"' in revoked, "the diff that caused it"
+    assert "purge_tenant" in revoked and "critical" in revoked
+    unreachable = browser.get(urlsplit(urls["server-unreachable"]).path).text
+    assert "not a listing change" in unreachable
+    assert browser.get("/alerts/999999").status_code == 404
+
+
+def test_acknowledge_with_who_and_a_note_then_resolve_by_hand_on_the_page(
+    alerted: Store, browser: TestClient
+) -> None:
+    with alerted.sessions() as session:
+        alert_id = session.scalars(select(Alert.id).where(Alert.rule == "read-only-revoked")).one()
+    page = browser.get(f"/alerts/{alert_id}")
+    token = csrf_of(page.text)
+    done = browser.post(
+        f"/alerts/{alert_id}/ack",
+        data={"csrf_token": token, "next": f"/alerts/{alert_id}", "by": "dana", "note": "Rolling back <v2>"},
+    )
+    assert done.status_code == 303 and done.headers["location"] == f"/alerts/{alert_id}?done={alert_id}"
+    shown = browser.get(done.headers["location"]).text
+    assert "acknowledged by dana" in shown and "Rolling back &lt;v2&gt;" in shown
+
+    resolved = browser.post(
+        f"/alerts/{alert_id}/resolve", data={"csrf_token": token, "by": "dana", "note": "rolled back"}
+    )
+    assert resolved.status_code == 303
+    shown = browser.get(resolved.headers["location"]).text
+    assert "resolved by dana" in shown and "rolled back" in shown and "Act on it" not in shown
+    with alerted.sessions() as session:
+        alert = session.get_one(Alert, alert_id)
+        assert (alert.state, alert.resolved_by, alert.resolve_note) == ("resolved", "dana", "rolled back")
+
+    again = browser.post(f"/alerts/{alert_id}/ack", data={"csrf_token": token})
+    assert again.status_code == 409 and "nothing to acknowledge" in again.text
+    assert browser.post(f"/alerts/{alert_id}/resolve", data={"csrf_token": token}).status_code == 409
+
+
+def test_the_api_shows_one_alert_and_refuses_to_acknowledge_a_resolved_one(
+    alerted: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with TestClient(make_app(alerted, monkeypatch), headers=AUTH) as client:
+        (open_alert,) = [
+            a for a in client.get("/api/v1/alerts").json()["items"] if a["rule"] == "read-only-revoked"
+        ]
+        acked = client.post(f"/api/v1/alerts/{open_alert['id']}/ack", json={"by": "sam", "note": "looking"})
+        assert acked.status_code == 200
+        assert (acked.json()["state"], acked.json()["acknowledged_by"], acked.json()["ack_note"]) == (
+            "acknowledged",
+            "sam",
+            "looking",
+        )
+        detail = client.get(f"/api/v1/alerts/{open_alert['id']}").json()
+        assert detail["alert"]["id"] == open_alert["id"]
+        assert [f["rule"] for f in detail["findings"]] == ["read-only-revoked"]
+        assert [(d["webhook"], d["event_type"], d["state"]) for d in detail["deliveries"]] == [
+            ("ops", "alert.opened", "pending")
+        ]
+        resolved = client.post(f"/api/v1/alerts/{open_alert['id']}/resolve", json={"by": "sam"})
+        assert resolved.status_code == 200 and resolved.json()["resolved_by"] == "sam"
+        conflict = client.post(f"/api/v1/alerts/{open_alert['id']}/ack")
+        assert conflict.status_code == 409 and "resolved" in conflict.json()["detail"]
+        assert client.post(f"/api/v1/alerts/{open_alert['id']}/resolve").status_code == 409
+        assert client.get("/api/v1/alerts/999999").status_code == 404
+        assert client.post("/api/v1/alerts/1/ack", json={"by": "x", "extra": 1}).status_code == 422
+
+
+def test_an_acknowledged_critical_stays_on_the_overview_and_the_server_page(
+    alerted: Store, browser: TestClient
+) -> None:
+    with alerted.sessions() as session:
+        alert_id = session.scalars(select(Alert.id).where(Alert.rule == "read-only-revoked")).one()
+    token = csrf_of(browser.get(f"/alerts/{alert_id}").text)
+    acked = browser.post(f"/alerts/{alert_id}/ack", data={"csrf_token": token, "by": "dana"})
+    assert acked.status_code == 303
+    overview = browser.get("/").text
+    assert "1 acknowledged" in overview and "1 critical" in overview  # the server's row and the tile
+    assert "tenants" in browser.get("/?min_severity=critical").text, "still among the critical servers"
+    server = browser.get("/servers/tenants").text
+    assert f'href="/alerts/{alert_id}"' in server and "acknowledged by dana" in server
+
+
+def test_approving_from_the_alert_page_resolves_it(alerted: Store, browser: TestClient) -> None:
+    """The alert page of a tool change offers approval of the tool as it now stands. Must hold: the
+    form approves that version of that tool and the alert resolves; a server-level alert has no form."""
+    with alerted.sessions() as session:
+        revoked = session.scalars(select(Alert.id).where(Alert.rule == "read-only-revoked")).one()
+        unreachable = session.scalars(select(Alert.id).where(Alert.rule == "server-unreachable")).one()
+    page = browser.get(f"/alerts/{revoked}").text
+    assert "Approve purge_tenant as in v2" in page
+    assert "/approve" not in browser.get(f"/alerts/{unreachable}").text
+    approved = browser.post(
+        "/servers/tenants/approve?tool=purge_tenant",
+        data={
+            "csrf_token": csrf_of(page),
+            "version": "2",
+            "from": "1",
+            "back": "diff",
+            "resolve_alerts": "on",
+        },
+    )
+    assert approved.status_code == 303, approved.text
+    with alerted.sessions() as session:
+        assert session.get_one(Alert, revoked).state == "resolved"
+        assert session.get_one(Alert, unreachable).state != "resolved"

@@ -1,0 +1,103 @@
+"""Approving and revoking on the dashboard, over the history `support.world.populate` records: the
+server page shows each tool's decision, the diff page approves beside the findings, the tool page
+keeps who approved what."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from httpx import Response
+from sqlalchemy import select
+from support.world import TOKEN, World, make_app, populate
+
+from monitor.store import Store
+from monitor.store.models import Alert
+
+
+@pytest.fixture
+def world(store: Store) -> World:
+    return populate(store)
+
+
+@pytest.fixture
+def browser(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+    with TestClient(make_app(world.store, monkeypatch), follow_redirects=False) as test_client:
+        yield test_client
+
+
+def csrf_of(response: Response) -> str:
+    match = re.search(r'name="csrf_token" value="([^"]+)"', response.text)
+    assert match, response.text[:300]
+    return match.group(1)
+
+
+def sign_in(browser: TestClient) -> None:
+    login = browser.get("/login")
+    response = browser.post("/login", data={"csrf_token": csrf_of(login), "token": TOKEN, "next": "/"})
+    assert response.status_code == 303
+
+
+def decision_row(html: str, tool: str) -> str:
+    match = re.search(
+        rf'<a href="[^"]*/tools/{tool}"[^>]*>{tool}</a></th>\s*<td><span class="decision decision-(\w+)"',
+        html,
+    )
+    assert match, f"no decision row for {tool}"
+    return match.group(1)
+
+
+def test_server_page_shows_decisions_and_the_diff_page_approves(browser: TestClient, world: World) -> None:
+    sign_in(browser)
+    page = browser.get("/servers/search")
+    assert page.status_code == 200 and "Approvals and decisions" in page.text
+    assert decision_row(page.text, "lookup") == "deny", "tofu trusted v1, where lookup was read-only"
+    assert decision_row(page.text, "wipe_index") == "allow"
+    assert "read-only-revoked" in page.text
+
+    diff = browser.get("/servers/search/diff?from=1&to=4")
+    assert "Approve every tool as in v4" in diff.text
+    assert diff.text.count("Approve this tool as in v4") == 3, (
+        "lookup, purge and the hostile tool; export is gone"
+    )
+    assert "also resolve the 1 open alert these changes raised" in diff.text
+    refused = browser.post("/servers/search/approve", data={"version": "4", "back": "diff", "from": "1"})
+    assert refused.status_code == 403, "no CSRF token"
+    done = browser.post(
+        "/servers/search/approve",
+        data={
+            "csrf_token": csrf_of(diff),
+            "version": "4",
+            "from": "1",
+            "back": "diff",
+            "note": "the access-time update is intended",
+            "resolve_alerts": "on",
+        },
+    )
+    assert done.status_code == 303, done.text
+    assert done.headers["location"].startswith("/servers/search/diff?from=1&to=4&done=")
+    assert "resolved 1 alert" in browser.get(done.headers["location"]).text
+    with world.store.sessions() as session:
+        alert = session.scalar(select(Alert).where(Alert.id == world.alert_ids["open:read-only-revoked"]))
+        assert alert is not None and alert.state == "resolved"
+
+    page = browser.get("/servers/search")
+    assert decision_row(page.text, "lookup") == "allow"
+    revoked = browser.post("/servers/search/revoke?tool=lookup", data={"csrf_token": csrf_of(page)})
+    assert revoked.status_code == 303
+    assert decision_row(browser.get("/servers/search").text, "lookup") == "ask"
+
+    history = browser.get("/servers/search/tools/lookup").text
+    assert 'revoked <span class="tool">lookup</span>' in history
+    assert "the access-time update is intended" in history and "dashboard" in history
+    assert history.index("revoked") < history.index("dashboard") < history.index("trust on first use")
+
+
+def test_without_a_sign_in_the_forms_are_not_offered(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    with TestClient(make_app(world.store, monkeypatch, token=None)) as open_client:
+        page = open_client.get("/servers/search")
+        assert page.status_code == 200 and "Sign in to approve" in page.text
+        assert "Approve every tool" not in page.text
+        assert open_client.post("/servers/search/approve", data={}).status_code == 403
