@@ -33,6 +33,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 
 from monitor.collect.scheduler import LEASE_MARGIN
+from monitor.store.marks import from_epoch_ms
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # for tests/support
 from support import Service, fleet, migrate_config, postgres_schema, wait_until
@@ -137,6 +138,10 @@ def run(database_url: str, workdir: Path) -> list[tuple[str, float, float, str]]
                     "on s.id = a.server_id order by s.name, a.started_at"
                 )
             ).all()
+            marks = connection.execute(
+                text("select s.name, m.started_ms from poll_marks m join servers s on s.id = m.server_id")
+            ).all()
+    attempts = sorted([*attempts, *((name, from_epoch_ms(ms), True) for name, ms in marks)])
     busy = [b - a for a, b in zip(busy_at_start, machine_busy(), strict=True)]
 
     by_server: dict[str, list[datetime]] = {}

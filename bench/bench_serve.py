@@ -36,12 +36,14 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 from sqlalchemy import select
 
 from monitor.config import MonitorSettings
 from monitor.store import make_engine
-from monitor.store.models import PollAttempt, Server
+from monitor.store.marks import from_epoch_ms
+from monitor.store.models import PollAttempt, PollMark, Server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # for tests/support
 from support import Fleet, Service, fleet, migrate_config, postgres_schema, wait_until
@@ -201,13 +203,31 @@ class Polls:
     restarted: int
 
 
+class Attempt(NamedTuple):
+    server_id: int
+    started_at: datetime
+    duration_ms: float
+    ok: bool
+
+
 def analyse(database_url: str) -> Polls:
     engine = make_engine(database_url)
     try:
         with engine.connect() as connection:
-            attempts = connection.execute(
-                select(PollAttempt.server_id, PollAttempt.started_at, PollAttempt.duration_ms, PollAttempt.ok)
-            ).all()
+            attempts = [
+                Attempt(*row)
+                for row in connection.execute(
+                    select(
+                        PollAttempt.server_id, PollAttempt.started_at, PollAttempt.duration_ms, PollAttempt.ok
+                    )
+                )
+            ]
+            attempts += [  # unchanged polls leave compact marks
+                Attempt(server_id, from_epoch_ms(ms), float(duration), True)
+                for server_id, ms, duration in connection.execute(
+                    select(PollMark.server_id, PollMark.started_ms, PollMark.duration_ms)
+                )
+            ]
             schedule = dict(connection.execute(select(Server.id, Server.next_poll_at)).all())
     finally:
         engine.dispose()

@@ -27,7 +27,7 @@ from monitor.notify.alerts import Alerting
 from monitor.notify.sessions import list_sessions, register_session
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Alert, FindingRecord, PollAttempt, Server
-from monitor.store.polls import CacheHints
+from monitor.store.polled import CacheHints
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 

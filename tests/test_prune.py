@@ -26,6 +26,7 @@ from monitor.store.models import (
     Listing,
     ListingTool,
     PollAttempt,
+    PollMark,
     Server,
     Snapshot,
     ToolDefinition,
@@ -164,9 +165,9 @@ def seed(engine: Engine) -> Seeded:
         delivery("msg_recent_delivered", "delivered", created=RECENT, attempts=1, delivered_at=RECENT)
         delivery("msg_recent_expired", "expired", created=CUTOFF - timedelta(hours=1), attempts=2)
         # ^ created before the cutoff but expired after it: it finished after the cutoff, so it stays
-    return Seeded(
-        old_attempts=8 + 5 + 1,
-        recent_attempts=3 + 1,
+    return Seeded(  # unchanged polls leave compact marks (a ring prune leaves alone), not attempt rows
+        old_attempts=2 + 5 + 1,
+        recent_attempts=1,
         old_deliveries=6,
         old_delivery_attempts=5 * 2 + 4,
         kept_deliveries={"msg_old_pending", "msg_recent_delivered", "msg_recent_expired"},
@@ -196,8 +197,8 @@ def test_prune_deletes_old_attempts_in_batches_and_keeps_the_history(engine: Eng
         "delivery_attempts": seeded.old_delivery_attempts,
     }
     attempt_steps = [step for step in steps if step[0] == "poll_attempts"]
-    assert [batch for _, batch, _ in attempt_steps] == [4, 4, 4, 2], "14 old attempts in batches of 4"
-    assert [so_far for _, _, so_far in attempt_steps] == [4, 8, 12, 14]
+    assert [batch for _, batch, _ in attempt_steps] == [4, 4], "8 old attempts in batches of 4"
+    assert [so_far for _, _, so_far in attempt_steps] == [4, 8]
     delivery_steps = [step for step in steps if step[0] == "webhook_deliveries"]
     assert [batch for _, batch, _ in delivery_steps] == [4, 2]
     assert sum(batch for table, batch, _ in steps if table == "delivery_attempts") == 14
@@ -207,7 +208,8 @@ def test_prune_deletes_old_attempts_in_batches_and_keeps_the_history(engine: Eng
         starts = list(connection.scalars(select(PollAttempt.started_at)))
         oks = sorted(connection.scalars(select(PollAttempt.ok)))
     assert all(start >= CUTOFF for start in starts)
-    assert oks == [False, True, True, True], "recent successes and failures alike are kept"
+    assert oks == [False], "the recent failure is kept"
+    assert count(engine, PollMark) == 3 + 3 + 3, "the ring of unchanged polls is left alone"
     assert delivery_ids(engine) == seeded.kept_deliveries
     assert count(engine, DeliveryAttempt) == 3 + 1 + 2, "the pending and the recent deliveries' attempts"
     assert history(engine) == before, "snapshots, findings, listings, tools and alerts untouched"
@@ -305,7 +307,7 @@ def test_prune_command(database_url: str, tmp_path: Path, capsys: pytest.Capture
         lines = capsys.readouterr().out.splitlines()
         assert "in batches of 5" in lines[0]
         assert "poll_attempts: deleted 5 (5 so far)" in lines
-        assert "poll_attempts: deleted 4 (14 so far)" in lines
+        assert "poll_attempts: deleted 3 (8 so far)" in lines
         assert lines[-1] == (
             f"deleted {seeded.old_attempts} poll attempts, 6 webhook deliveries, 14 delivery attempts; "
             "snapshots, findings, listings and alerts are kept"

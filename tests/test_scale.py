@@ -35,6 +35,7 @@ from support import (
 from support.claims import Claim, claim_problems, claims, freeze_one_polling, install_claim_log
 
 from monitor.collect.scheduler import LEASE_MARGIN
+from monitor.store.marks import from_epoch_ms
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
@@ -75,13 +76,17 @@ def query(engine: Engine, sql: str, **params: object) -> list[Any]:
 
 
 def poll_starts(engine: Engine) -> dict[str, list[datetime]]:
-    """Server name -> when each of its recorded polls started."""
+    """Server name -> when each of its recorded polls started (full attempt rows and compact marks)."""
     starts: dict[str, list[datetime]] = {}
     for name, started_at in query(
         engine, "select s.name, a.started_at from poll_attempts a join servers s on s.id = a.server_id"
     ):
         starts.setdefault(name, []).append(started_at)
-    return starts
+    for name, started_ms in query(
+        engine, "select s.name, m.started_ms from poll_marks m join servers s on s.id = m.server_id"
+    ):
+        starts.setdefault(name, []).append(from_epoch_ms(started_ms))
+    return {name: sorted(times) for name, times in starts.items()}
 
 
 # Two instances, 50 servers every 3 s.

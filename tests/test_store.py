@@ -18,16 +18,19 @@ from support import http_server, record_poll, tool
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.store import PollOutcome, Store, current_revision, make_engine, migrate
+from monitor.store.marks import from_epoch_ms
 from monitor.store.models import (
     Base,
     FindingRecord,
     Listing,
     ListingTool,
     PollAttempt,
+    PollMark,
     Server,
     Snapshot,
     ToolDefinition,
 )
+from monitor.store.queries.servers import recent_attempts
 
 
 def make_tools(count: int) -> list[dict[str, Any]]:
@@ -179,7 +182,14 @@ def test_unchanged_polls_keep_a_span_and_trim_attempts(store: Store, engine: Eng
     for minute in range(12):
         record_poll(store, server_id, make_tools(5), start + timedelta(minutes=minute))
     assert count(engine, Snapshot) == 1
-    assert count(engine, PollAttempt) == 5, "only the newest attempts_kept successes"
+    assert count(engine, PollAttempt) == 1, "a full row for the poll that stored the version"
+    with store.sessions() as session:
+        marks = session.scalars(select(PollMark.started_ms).order_by(PollMark.started_ms)).all()
+        recent = recent_attempts(session, server_id, limit=3)
+    assert [from_epoch_ms(ms) for ms in marks] == [start + timedelta(minutes=m) for m in range(7, 12)], (
+        "a compact mark for each of the newest attempts_kept unchanged polls"
+    )
+    assert [a.started_at for a in recent] == [start + timedelta(minutes=m) for m in (11, 10, 9)]
     with store.sessions() as session:
         snapshot = session.scalars(select(Snapshot)).one()
         assert snapshot.poll_count == 12

@@ -2,6 +2,8 @@
 
 Network waits run concurrently on the event loop (bounded by `poll_concurrency`); database writes
 run on one worker thread, so a slow write never stalls the event loop and writes never contend.
+Unchanged listings, the common case, are recorded in batches (`recorder.GroupCommit`); a changed
+one in a transaction of its own. A long-running `serve` polls on kept HTTP clients (`clients`).
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from typing import Any, ParamSpec
 from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.collect.client import FetchedListing, Limits, PollError, Target, fetch_listing
+from monitor.collect.client.clients import HttpClients
 from monitor.collect.guard import guard_listing, refusal_message
 from monitor.collect.observe import observe_poll
+from monitor.collect.recorder import GroupCommit
 from monitor.collect.targets import limits_for, target_for
 from monitor.config import Config
 from monitor.core.clients import ClientProfile
@@ -28,7 +32,7 @@ from monitor.core.fingerprint import META_KEY, CanonicalListing, NotIJSONError
 from monitor.core.listing import ListingError, validate_tools
 from monitor.core.states import PollErrorKind
 from monitor.store import PollOutcome, Store
-from monitor.store.polls import CacheHints
+from monitor.store.polled import CacheHints, SuccessfulPoll
 from monitor.store.views import View
 
 log = logging.getLogger("drift_monitor.poller")
@@ -50,6 +54,9 @@ class Poller:
         self.store = store
         self.config = config
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drift-monitor-store")
+        self.batches = GroupCommit(store, self.writer)
+        self.clients: HttpClients | None = None
+        """Kept HTTP clients (a long-running `serve` sets them); None: each poll makes its own."""
 
     def close(self) -> None:
         self.writer.shutdown(wait=True)
@@ -89,7 +96,7 @@ class Poller:
     async def _poll_and_record(self, job: Job, clock: float) -> PollOutcome:
         started = datetime.now(UTC)
         try:
-            fetched = guard_listing(job.target, await fetch_listing(job.target, job.limits)).listing
+            fetched = guard_listing(job.target, await self._fetch(job)).listing
         except PollError as exc:
             return await self._failure(job, exc.kind, exc.message, started, clock)
         try:
@@ -125,8 +132,7 @@ class Poller:
             prepared = await asyncio.to_thread(self.store.prepare_diff, job.server_id, listing)
         except (SQLAlchemyError, ValueError, RecursionError):
             prepared = None  # the writer computes the diff itself, and records what goes wrong
-        return await self._write(
-            self.store.record_success,
+        poll = SuccessfulPoll(
             job.server_id,
             listing,
             prepared=prepared,
@@ -138,11 +144,24 @@ class Poller:
             capabilities=fetched.capabilities,
             list_changed_advertised=fetched.list_changed_advertised,
             metas=_metas(fetched.tools),
-            validation_errors=fetched.validation_errors,
+            validation_errors=tuple(fetched.validation_errors),
             client=job.target.client,
-            views=views,
+            views=tuple(views),
             cache=CacheHints(fetched.ttl_ms, fetched.cache_scope, fetched.refetches),
         )
+        if not poll.compact:  # views to compare or cache hints to keep: a transaction of its own
+            return await self._write(self.store.record, poll)
+        # The common case, an unchanged listing, commits with others; a new version on its own.
+        return await self.batches.record(poll) or await self._write(self.store.record, poll)
+
+    async def _fetch(self, job: Job) -> FetchedListing:
+        try:
+            return await fetch_listing(job.target, job.limits, self.clients)
+        except PollError as exc:
+            kept = self.clients is not None and self.clients.forget(job.target.name)
+            if exc.kind != PollErrorKind.CONNECT or not kept:
+                raise
+        return await fetch_listing(job.target, job.limits, self.clients)  # once, on a new connection
 
     async def _views(self, job: Job) -> tuple[list[View], dict[str, str]]:
         """The server's further client profiles, polled concurrently, each as its own view; a view

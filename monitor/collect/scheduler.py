@@ -29,6 +29,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from monitor.collect.client import Target
+from monitor.collect.client.clients import HttpClients
 from monitor.collect.poller import Job, Poller
 from monitor.collect.targets import limits_for, target_for
 from monitor.config import Config, ServerConfig
@@ -36,12 +37,14 @@ from monitor.core.clients import stored_profiles
 from monitor.core.states import ServerOrigin
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Server
-from monitor.store.polls import RecordedPoll
+from monitor.store.polled import RecordedPoll
 
 log = logging.getLogger("drift_monitor.scheduler")
 
 LEASE_MARGIN = timedelta(seconds=30)
 """How long past a poll's own timeout a lease lasts: a process silent for that long is dead."""
+KEEPALIVE_MARGIN = 30.0
+"""Seconds an idle kept connection outlasts the longest poll interval, so the next poll finds it."""
 
 
 def instance_id() -> str:
@@ -113,6 +116,10 @@ class Scheduler:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._tick_lock = asyncio.Lock()
         self._ticks: set[asyncio.Task[None]] = set()
+        self._backlog = False
+        """The last claim took all it could: more servers may be due as soon as polls finish."""
+        self._refill: asyncio.Task[None] | None = None
+        self._stopping = False
         self._postgres = store.engine.dialect.name == "postgresql"
         self._soon_lock = threading.Lock()
         self._soon: dict[int, float] = {}
@@ -135,6 +142,8 @@ class Scheduler:
 
     def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        intervals = [s.interval or 0.0 for s in self.config.servers] + [self.config.monitor.poll_interval]
+        self.poller.clients = HttpClients(keepalive=max(intervals) + KEEPALIVE_MARGIN)
         self.clock.add_job(self.tick, "interval", seconds=self.tick_seconds, max_instances=1, coalesce=True)
         self.clock.start()
 
@@ -147,7 +156,10 @@ class Scheduler:
         """
         claimed: list[int] = []
         async with self._tick_lock:  # the clock's ticks and notification ticks take turns
+            if self._stopping:
+                return
             monitor = self.config.monitor
+            self._backlog = False
             for answering, budget in (
                 (True, monitor.poll_concurrency),
                 (False, monitor.suspect_poll_concurrency),
@@ -158,6 +170,7 @@ class Scheduler:
                         self.claim, datetime.now(UTC), capacity, answering=answering
                     )
                     self.lanes.update(dict.fromkeys(ids, answering))
+                    self._backlog = self._backlog or len(ids) == capacity
                     claimed += ids
         for server_id in claimed:
             target = self.targets.get(server_id) or await asyncio.to_thread(self._api_target, server_id)
@@ -180,6 +193,10 @@ class Scheduler:
         finally:
             self.in_flight.pop(job.server_id, None)
             self.lanes.pop(job.server_id, None)
+            if self._backlog and (self._refill is None or self._refill.done()):
+                # Claim what this poll's slot freed now, not at the next tick: one tick's claims
+                # would otherwise cap the rate at `poll_concurrency` polls a second.
+                self._refill = asyncio.get_running_loop().create_task(self.tick())
 
     def claim(self, now: datetime, limit: int, *, answering: bool | None = None) -> list[int]:
         """Take leases on up to `limit` due servers and move each one's next poll an interval on.
@@ -280,6 +297,7 @@ class Scheduler:
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop claiming, let in-flight polls finish for `grace` seconds, abandon the rest, free leases."""
+        self._stopping = True
         if self.clock.running:
             self.clock.shutdown(wait=False)
         async with self._tick_lock:  # a claim under way commits its leases before they are freed
@@ -297,6 +315,9 @@ class Scheduler:
             await asyncio.to_thread(self._release_leases, abandoned)
         except Exception:
             log.exception("could not free leases (the database is unreachable); they expire on their own")
+        clients, self.poller.clients = self.poller.clients, None
+        if clients is not None:
+            await clients.aclose()
 
     def _release_leases(self, abandoned: list[int]) -> None:
         """Free this process's leases; abandoned polls become due at once for whoever runs next."""

@@ -39,7 +39,8 @@ from monitor.store.models import (
     Snapshot,
     ToolDefinition,
 )
-from monitor.store.polls import PollHook, RecordedPoll, Store, store_findings
+from monitor.store.polled import RecordedPoll
+from monitor.store.polls import PollHook, Store, store_findings
 
 _TOOL_CHECKS: dict[str, Check] = {rule.id: rule.check for rule in TOOL_RULES if rule.check}
 
@@ -96,7 +97,8 @@ class Alerting:
         if poll.listen_honored:
             resolve_matching(session, poll.server.id, "notifications-declined", now=poll.now, policy=self)
         if poll.snapshot is not None:
-            resolve_matching(session, poll.server.id, "server-unreachable", now=poll.now, policy=self)
+            if poll.was_failing:  # a healthy server's unchanged poll has no unreachable alert to clear
+                resolve_matching(session, poll.server.id, "server-unreachable", now=poll.now, policy=self)
             if poll.new_version:
                 undone = self._resolve_cleared(session, poll.server.id, poll.snapshot.listing_id, poll.now)
                 for rule in set(LISTING_RULES) - {f.rule for f in poll.findings}:  # a new version without it

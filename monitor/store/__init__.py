@@ -9,7 +9,8 @@ from monitor.store.db import (
     migrate,
     render_url,
 )
-from monitor.store.polls import PollHook, PollOutcome, Store
+from monitor.store.polled import PollOutcome
+from monitor.store.polls import PollHook, Store
 from monitor.store.retention import prune_poll_attempts
 
 __all__ = [

@@ -108,6 +108,8 @@ class Server(Base):
     """Since when the monitor's long-lived watch session has been healthy; None while it is down."""
     last_notification_at: Mapped[datetime | None]
     """When the watch session last received a tools list-changed notification."""
+    polls_marked: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Unchanged polls recorded as compact marks so far: the next one's slot in the server's ring."""
     approval: Mapped[str] = mapped_column(String(10), default="tofu", server_default="tofu")
     """`tofu`, `review` or `off` (SPEC section 10): what the decision point treats as approved."""
     client: Mapped[Any | None]
@@ -235,6 +237,27 @@ class PollAttempt(Base):
     """How often the listing was fetched again from its first page because its pages straddled a change."""
 
     __table_args__ = (Index("ix_poll_attempts_server_id_ok_id", "server_id", "ok", "id"),)
+
+
+class PollMark(Base):
+    """An unchanged successful poll, kept compact: the common case, so it must cost almost nothing.
+
+    A poll that saw the listing its server's current version already holds adds no information but
+    when it ran and how long it took. Each server keeps a ring of `attempts_kept` such rows (the slot
+    is `Server.polls_marked` modulo that), rewritten in place: about 20 bytes each on SQLite (no
+    rowid, integer epoch), and nothing more once a server's ring is full. Failures and new versions
+    keep their full `PollAttempt` row.
+    """
+
+    __tablename__ = "poll_marks"
+
+    server_id: Mapped[int] = mapped_column(ForeignKey("servers.id", ondelete="CASCADE"), primary_key=True)
+    slot: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    started_ms: Mapped[int] = mapped_column(BigInteger)
+    """When the poll started, in milliseconds since the Unix epoch (UTC)."""
+    duration_ms: Mapped[int] = mapped_column(Integer)
+
+    __table_args__ = {"sqlite_with_rowid": False}  # noqa: RUF012 - SQLAlchemy's table options
 
 
 class Alert(Base):

@@ -1,13 +1,13 @@
 """The poll transaction: one transaction per poll, content-addressed listings, versions as spans.
 
 Every write of one poll (tool definitions, listing, snapshot span, findings, attempt, server
-state) commits together or not at all, so a crash mid-poll leaves no half snapshot.
+state) commits together or not at all, so a crash mid-poll leaves no half snapshot. Unchanged
+polls are compact marks, and may share a transaction (`monitor.store.batch`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from monitor.config import ServerConfig
 from monitor.core.clients import ClientProfile
-from monitor.core.findings import Finding, Severity
+from monitor.core.findings import Finding
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.rules import listings, servers
 from monitor.core.rules.servers import WatchState
@@ -26,6 +26,7 @@ from monitor.store.approvals import set_mode
 from monitor.store.db import insert as _insert
 from monitor.store.flapping import returns_since
 from monitor.store.listings import NO_META, diff_against, store_listing
+from monitor.store.marks import mark, write_marks
 from monitor.store.models import (
     FindingRecord,
     Listing,
@@ -35,68 +36,15 @@ from monitor.store.models import (
     Snapshot,
     ToolDefinition,
 )
+from monitor.store.polled import (
+    CacheHints,
+    PollOutcome,
+    PreparedDiff,
+    RecordedPoll,
+    SuccessfulPoll,
+    succeeded,
+)
 from monitor.store.views import View, ViewComparison, record_views
-
-
-@dataclass
-class PollOutcome:
-    """What one recorded poll did, for the command line and the alerting that follows."""
-
-    server: str
-    ok: bool
-    tool_count: int = 0
-    fingerprint: str | None = None
-    version: int | None = None
-    new_version: bool = False
-    findings: list[Finding] = field(default_factory=list)
-    error_kind: str | None = None
-    error: str | None = None
-    view_errors: dict[str, str] = field(default_factory=dict)
-    """Client views (by name) whose poll failed; the primary view's result stands."""
-
-    @property
-    def worst(self) -> Severity | None:
-        return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
-
-
-@dataclass(frozen=True)
-class CacheHints:
-    """A listing's 2026-07-28 caching hints (outside the fingerprint) and the re-fetches it took."""
-
-    ttl_ms: int | None = None
-    cache_scope: str | None = None
-    refetches: int = 0
-
-
-@dataclass(frozen=True)
-class RecordedPoll:
-    """One poll as its transaction recorded it: what the poll hooks act on, before it commits."""
-
-    server: Server
-    now: datetime
-    findings: Sequence[FindingRecord]
-    """Every finding this poll stored: the diff's, and the server rules' (unreachable, silent change)."""
-    snapshot: Snapshot | None = None
-    """The version the poll saw; None when the poll failed."""
-    new_version: bool = False
-    announced: bool | None = None
-    """For a new version: whether the watch session was told of the change (None: no session covered it)."""
-    views_agree: frozenset[str] = frozenset()
-    """Tools that every client view now shows alike (after a view changed)."""
-    listen_honored: bool | None = None
-    """Set (and nothing polled) when a watch session's listen acknowledgement is recorded instead."""
-
-    @property
-    def ok(self) -> bool:
-        return self.snapshot is not None
-
-
-@dataclass(frozen=True)
-class PreparedDiff:
-    """Findings computed before the poll's transaction, against the version that was current then."""
-
-    from_fingerprint: str
-    findings: list[Finding]
 
 
 class PollHook(Protocol):
@@ -196,7 +144,33 @@ class Store:
         `prepared` (from `prepare_diff`) spares the transaction the diff when the server's current
         version is still the one it was computed against; otherwise the diff is computed here.
         """
-        cache = cache or CacheHints()
+        return self.record(
+            SuccessfulPoll(
+                server_id,
+                listing,
+                started_at,
+                finished_at,
+                pages,
+                protocol_version,
+                server_info,
+                capabilities,
+                list_changed_advertised,
+                metas or {},
+                tuple(validation_errors),
+                client,
+                tuple(views),
+                cache or CacheHints(),
+                prepared,
+            )
+        )
+
+    def record(self, poll: SuccessfulPoll) -> PollOutcome:
+        """Store a successful poll in its own transaction: a new version only when the listing changed.
+
+        An unchanged `compact` poll is a mark; any other (further client views, cache hints) keeps
+        its attempt row and view spans as it always did."""
+        server_id, listing, finished_at, cache = poll.server_id, poll.listing, poll.finished_at, poll.cache
+        metas, client, prepared = poll.metas, poll.client, poll.prepared
         with self.sessions.begin() as session:
             server = _lock_server(session, server_id)
             previous = session.execute(
@@ -208,13 +182,18 @@ class Store:
             ).first()
             findings: list[Finding] = []
             announced: bool | None = None
-            if previous is not None and previous[1] == listing.fingerprint:
+            unchanged = previous is not None and previous[1] == listing.fingerprint
+            if previous is not None and unchanged and poll.compact:
+                outcome, row = self.record_unchanged(session, server, previous[0], poll)
+                write_marks(session, [row])
+                return outcome
+            if previous is not None and unchanged:
                 snapshot = previous[0]
                 snapshot.last_seen = finished_at
                 snapshot.poll_count += 1
                 new_version = False
             else:
-                listing_id = store_listing(session, listing, metas or {}, finished_at)
+                listing_id = store_listing(session, listing, metas, finished_at)
                 snapshot = Snapshot(
                     server_id=server_id,
                     version=(previous[0].version + 1) if previous else 1,
@@ -222,29 +201,21 @@ class Store:
                     first_seen=finished_at,
                     last_seen=finished_at,
                     poll_count=1,
-                    protocol_version=protocol_version,
-                    server_info=server_info,
-                    validation_errors=list(validation_errors) or None,
+                    protocol_version=poll.protocol_version,
+                    server_info=poll.server_info,
+                    validation_errors=list(poll.validation_errors) or None,
                 )
                 session.add(snapshot)
                 session.flush()
                 new_version = True
-            server.consecutive_failures = 0
-            server.last_poll_at = finished_at
-            server.last_success_at = finished_at
-            server.last_error = None
-            server.protocol_version = protocol_version
-            server.server_info = server_info
-            server.capabilities = capabilities
-            server.list_changed_advertised = list_changed_advertised
-            server.ttl_ms, server.cache_scope = cache.ttl_ms, cache.cache_scope
+            succeeded(server, poll)
             records: list[FindingRecord] = []
             if new_version and previous is not None:
                 before = previous[0]
                 watch = WatchState(
                     server.watch_connected_since,
                     server.last_notification_at,
-                    list_changed_advertised,
+                    poll.list_changed_advertised,
                     shares_polled_instance=server.transport != "stdio",
                 )
                 announced = servers.announced(watch, before.last_seen)
@@ -266,11 +237,11 @@ class Store:
                     server.name, snapshot.version, watch, before.last_seen
                 )
                 bump = listings.changed_without_version_bump(
-                    server.name, snapshot.version, before.server_info, server_info
+                    server.name, snapshot.version, before.server_info, poll.server_info
                 )
                 findings += [f for f in (silent, flapping, bump) if f is not None]
             if new_version:
-                invalid = listings.listing_invalid(server.name, snapshot.version, validation_errors)
+                invalid = listings.listing_invalid(server.name, snapshot.version, poll.validation_errors)
                 findings += [invalid] if invalid else []
                 records = store_findings(
                     session,
@@ -286,9 +257,9 @@ class Store:
                     session,
                     server_id=server_id,
                     server_name=server.name,
-                    primary=View(client, listing, metas or {}),
+                    primary=View(client, listing, metas),
                     primary_listing_id=snapshot.listing_id,
-                    others=views,
+                    others=poll.views,
                     now=finished_at,
                     store_listing=store_listing,
                 )
@@ -306,11 +277,11 @@ class Store:
                 session,
                 PollAttempt(
                     server_id=server_id,
-                    started_at=started_at,
-                    duration_ms=_ms(started_at, finished_at),
+                    started_at=poll.started_at,
+                    duration_ms=_ms(poll.started_at, finished_at),
                     ok=True,
                     snapshot_id=snapshot.id,
-                    pages=pages,
+                    pages=poll.pages,
                     ttl_ms=cache.ttl_ms,
                     cache_scope=cache.cache_scope,
                     refetches=cache.refetches,
@@ -325,6 +296,41 @@ class Store:
                 new_version=new_version,
                 findings=findings,
             )
+
+    def record_unchanged(
+        self, session: Session, server: Server, snapshot: Snapshot, poll: SuccessfulPoll
+    ) -> tuple[PollOutcome, dict[str, Any]]:
+        """A `compact` poll that saw `snapshot`'s listing again, in the caller's transaction: the span
+        (and the primary view's) grows, the server's state and hooks are updated, and its compact mark
+        is returned for the caller to write."""
+        snapshot.last_seen = poll.finished_at
+        snapshot.poll_count += 1
+        failing = server.consecutive_failures > 0
+        succeeded(server, poll)
+        if poll.client is not None:  # no further views: nothing to compare, the primary span grows
+            primary = View(poll.client, poll.listing, poll.metas)
+            record_views(
+                session,
+                server_id=server.id,
+                server_name=server.name,
+                primary=primary,
+                primary_listing_id=snapshot.listing_id,
+                others=(),
+                now=poll.finished_at,
+                store_listing=store_listing,
+            )
+        recorded = RecordedPoll(server, poll.finished_at, (), snapshot, False, None, was_failing=failing)
+        self._run_hooks(session, recorded)
+        row = mark(server.id, server.polls_marked, self.attempts_kept, poll.started_at, poll.finished_at)
+        server.polls_marked += 1
+        outcome = PollOutcome(
+            server=server.name,
+            ok=True,
+            tool_count=len(poll.listing.forms),
+            fingerprint=poll.listing.fingerprint,
+            version=snapshot.version,
+        )
+        return outcome, row
 
     def record_listen_ack(self, server_id: int, honored: bool, now: datetime) -> None:
         """A 2026-07-28 watch session's `subscriptions/listen` acknowledgement: `notifications-declined`

@@ -25,7 +25,9 @@ def prune_poll_attempts(
     Trims `poll_attempts` (successes and failures) that started before the cutoff, and webhook
     deliveries that finished before it (`delivered` then, or `expired` by then) together with their
     `delivery_attempts`. Pending deliveries are never touched, nor are servers, snapshots, findings,
-    listings, tool definitions, alerts or host sessions: the history stays whole.
+    listings, tool definitions, alerts or host sessions: the history stays whole. The compact
+    marks of unchanged polls (`poll_marks`) are a ring of `attempts_kept` per server, rewritten in
+    place, so they never need pruning and are left alone.
 
     Each batch commits on its own, so the monitor keeps running alongside, and an interrupted prune
     has kept what it did. Batches walk the primary key upwards (keyset), so the whole run reads

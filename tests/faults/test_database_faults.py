@@ -25,14 +25,14 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event, func, select
 from sqlalchemy.exc import OperationalError
-from support import free_port, http_server, tool
+from support import free_port, http_server, poll_history, tool
 
 from monitor.collect import scheduler as scheduler_module
 from monitor.collect.poller import Job, Poller
 from monitor.collect.scheduler import LeaseRelease, Scheduler
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.store import PollOutcome, Store, make_engine, migrate
-from monitor.store.models import Listing, PollAttempt, Server, Snapshot
+from monitor.store.models import Listing, Server, Snapshot
 
 PG_URL = os.environ.get("DRIFT_MONITOR_TEST_PG_URL")
 PG_CTL_TIMEOUT = 60.0
@@ -204,12 +204,9 @@ async def test_postgresql_restart_while_the_scheduler_polls(
         with store.sessions() as session:
             server = session.scalars(select(Server)).one()
             (snapshot,) = session.scalars(select(Snapshot))
-            ok_attempts = session.scalar(
-                select(func.count()).select_from(PollAttempt).where(PollAttempt.ok.is_(True))
-            )
-            failed_attempts = session.scalar(
-                select(func.count()).select_from(PollAttempt).where(PollAttempt.ok.is_(False))
-            )
+            history = poll_history(session)
+            ok_attempts = sum(1 for _, ok, _ in history if ok)
+            failed_attempts = sum(1 for _, ok, _ in history if not ok)
         assert snapshot.version == 1 and snapshot.poll_count == ok_attempts and (ok_attempts or 0) >= 2
         assert failed_attempts == 0 and server.consecutive_failures == 0  # the outage wrote nothing
         assert server.last_error is None and server.lease_owner is None
@@ -295,7 +292,7 @@ def _counts(store: Store) -> tuple[int, int, int]:
         return (
             session.scalar(select(func.count()).select_from(Snapshot)) or 0,
             session.scalar(select(func.count()).select_from(Listing)) or 0,
-            session.scalar(select(func.count()).select_from(PollAttempt)) or 0,
+            len(poll_history(session)),
         )
 
 

@@ -18,7 +18,15 @@ from typing import Any
 
 import pytest
 from sqlalchemy import func, select
-from support import faulty_http, held_connections, http_server, refused_url, server_command, tool
+from support import (
+    faulty_http,
+    held_connections,
+    http_server,
+    poll_history,
+    refused_url,
+    server_command,
+    tool,
+)
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
@@ -379,8 +387,8 @@ async def test_a_fault_after_a_good_version_keeps_that_version(
     with store.sessions() as session:
         (snapshot,) = session.scalars(select(Snapshot))
         assert snapshot.poll_count == 2
-        kinds = session.execute(select(PollAttempt.ok, PollAttempt.error_kind).order_by(PollAttempt.id)).all()
-    assert [tuple(k) for k in kinds] == [(True, None), (False, "connect"), (True, None)]
+        kinds = [(ok, kind) for _, ok, kind in poll_history(session)]
+    assert kinds == [(True, None), (False, "connect"), (True, None)]
 
 
 async def test_a_50mb_stdio_line_is_bounded_and_other_polls_keep_going(

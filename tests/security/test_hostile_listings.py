@@ -26,7 +26,7 @@ from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.store import PollOutcome, Store, polls
 from monitor.store.models import FindingRecord, PollAttempt, Server, Snapshot, ToolDefinition
-from monitor.store.polls import RecordedPoll
+from monitor.store.polled import RecordedPoll
 
 READ_ONLY = json.dumps({"tools": [tool("lookup", description="Look a record up.", read_only=True)]})
 

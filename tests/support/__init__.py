@@ -3,8 +3,8 @@ receiver, tool definitions and recorded polls. tests/conftest.py puts the tests 
 so `from support import ...` works in every test module; no test module imports another."""
 
 from support.databases import postgres_schema
-from support.fleet import Fleet, fleet
-from support.polls import record_poll
+from support.fleet import Fleet, fleet, raw_fleet
+from support.polls import poll_history, record_poll
 from support.processes import WAIT, Process, ProcessError, child_processes, no_leaked_children, wait_until
 from support.receiver import Receiver, Reply, Request, verify, webhook_secret
 from support.servers import (
@@ -44,7 +44,9 @@ __all__ = [
     "http_server_process",
     "migrate_config",
     "no_leaked_children",
+    "poll_history",
     "postgres_schema",
+    "raw_fleet",
     "record_poll",
     "refused_url",
     "server_command",

@@ -46,3 +46,16 @@ def fleet(servers: int, tools: int) -> Iterator[Fleet]:
         if len(urls) != servers:
             raise RuntimeError(f"the fleet announced {len(urls)} URLs, expected {servers}")
         yield Fleet(process, urls)
+
+
+RAW_FLEET_SCRIPT = FLEET_SCRIPT.with_name("raw_fleet.py")
+
+
+@contextmanager
+def raw_fleet(servers: int, tools: int = 5) -> Iterator[Fleet]:
+    """bench/raw_fleet.py: servers answering a poll's requests with plain JSON from prebuilt bytes,
+    keeping connections alive (the SDK servers answer with SSE streams, which end each connection)."""
+    argv = [sys.executable, str(RAW_FLEET_SCRIPT), "--servers", str(servers), "--tools", str(tools)]
+    with Process(argv, stdin=subprocess.PIPE, stderr_to_stdout=False) as process:
+        urls = process.ready(FLEET_READY_TIMEOUT)
+        yield Fleet(process, urls)

@@ -5,8 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
 from monitor.core.fingerprint import CanonicalListing
 from monitor.store import PollOutcome, Store
+from monitor.store.marks import from_epoch_ms
+from monitor.store.models import PollAttempt, PollMark
 
 
 def record_poll(
@@ -32,3 +37,12 @@ def record_poll(
         **handshake,
     }
     return store.record_success(server_id, listing, started_at=at, **details)
+
+
+def poll_history(session: Session) -> list[tuple[datetime, bool, str | None]]:
+    """Every recorded poll, oldest first, as (started_at, ok, error_kind): full attempt rows and the
+    compact marks unchanged polls leave, read back as one history."""
+    attempts = session.execute(select(PollAttempt.started_at, PollAttempt.ok, PollAttempt.error_kind)).all()
+    marks = session.scalars(select(PollMark.started_ms)).all()
+    rows = [(at, ok, kind) for at, ok, kind in attempts] + [(from_epoch_ms(ms), True, None) for ms in marks]
+    return sorted(rows, key=lambda row: row[0])

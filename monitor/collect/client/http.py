@@ -36,6 +36,10 @@ def tls_context() -> ssl.SSLContext:
     return httpx2.create_ssl_context()
 
 
+POLL_LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)
+"""httpx's own pool limits, for a client that lives for one poll or one watch session."""
+
+
 def new_client(
     headers: dict[str, str] | None,
     timeout: httpx2.Timeout | None,
@@ -44,19 +48,23 @@ def new_client(
     event_hooks: EventHooks,
     policy: HostPolicy | None,
     on_refused: Callable[[str], None],
+    limits: httpx2.Limits = POLL_LIMITS,
 ) -> httpx2.AsyncClient:
-    """An httpx client for one poll; with a `policy`, every connection it opens is checked against it."""
+    """An httpx client; with a `policy`, every connection it opens is checked against it."""
     return httpx2.AsyncClient(
         headers=headers,
         timeout=timeout,
         auth=auth,
         event_hooks=event_hooks,
         verify=tls_context(),
-        transport=_guarded_transport(policy, on_refused) if policy is not None else None,
+        limits=limits,
+        transport=_guarded_transport(policy, on_refused, limits) if policy is not None else None,
     )
 
 
-def _guarded_transport(policy: HostPolicy, on_refused: Callable[[str], None]) -> httpx2.AsyncHTTPTransport:
+def _guarded_transport(
+    policy: HostPolicy, on_refused: Callable[[str], None], limits: httpx2.Limits
+) -> httpx2.AsyncHTTPTransport:
     """httpx's transport on a connection pool whose every TCP connection passes the host policy.
 
     Checking in the network backend covers each connection the transport opens (redirects too)
@@ -67,9 +75,9 @@ def _guarded_transport(policy: HostPolicy, on_refused: Callable[[str], None]) ->
     transport = httpx2.AsyncHTTPTransport(verify=tls_context())
     transport._pool = httpcore2.AsyncConnectionPool(
         ssl_context=tls_context(),
-        max_connections=100,
-        max_keepalive_connections=20,
-        keepalive_expiry=5.0,
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
         network_backend=GuardedBackend(policy, on_refused),
     )
     return transport

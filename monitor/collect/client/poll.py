@@ -41,6 +41,7 @@ from mcp_types.version import (
 )
 from pydantic import RootModel, ValidationError
 
+from monitor.collect.client.clients import LISTENER, HttpClients, Listener
 from monitor.collect.client.errors import Attempt, clip, stream_error, transport_failure, validation_summary
 from monitor.collect.client.http import CappedBody, EventHooks, media_type, new_client, status_line
 from monitor.collect.client.stdio import ResultsSeen
@@ -79,14 +80,20 @@ class ProfileSession(ClientSession):
         return self.declared
 
 
-async def fetch_listing(target: Target, limits: Limits = Limits()) -> FetchedListing:  # noqa: B008 - frozen
+async def fetch_listing(
+    target: Target,
+    limits: Limits = Limits(),  # noqa: B008 - frozen
+    clients: HttpClients | None = None,
+) -> FetchedListing:
     """Connect to `target`, negotiate its era, and return the complete tool listing as sent.
+
+    With `clients`, a Streamable HTTP target is polled on its kept client (and connection).
 
     A Streamable HTTP target with `sse_fallback` whose URL refuses the POST with 400, 404 or 405
     is polled over SSE instead, the backwards-compatibility path the MCP specification gives
     clients and hosts take for a bare `url`.
     """
-    poll = Poll(target, limits)
+    poll = Poll(target, limits, clients)
     try:
         return await poll.run()
     except PollError:
@@ -109,8 +116,9 @@ def as_sse(target: Target) -> Target:
 class Poll(Attempt):
     """One poll, and the session machinery a watch session shares (it extends this)."""
 
-    def __init__(self, target: Target, limits: Limits) -> None:
+    def __init__(self, target: Target, limits: Limits, clients: HttpClients | None = None) -> None:
         super().__init__(target, limits)
+        self.clients = clients
         self.listing: FetchedListing | None = None
         self.started = time.perf_counter()
         self.abort = anyio.CancelScope()
@@ -201,6 +209,14 @@ class Poll(Attempt):
             return stdio_client(params, errlog=await stack.enter_async_context(self.stderr.capture()))
         if not target.url:
             raise PollError(PollErrorKind.CONNECT, f"{target.transport} target {target.name!r} has no url")
+        if target.transport == "http" and self.clients is not None:
+            token = LISTENER.set(Listener(self._on_response, self._refuse))
+            stack.callback(LISTENER.reset, token)
+            return streamable_http_client(
+                target.url,
+                http_client=self.clients.client(target, self.limits),
+                max_sse_event_size=self.limits.max_bytes,
+            )
         if target.transport == "http":
             client = await stack.enter_async_context(
                 self._http_client(dict(target.headers), httpx2.Timeout(self.limits.timeout))

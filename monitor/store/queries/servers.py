@@ -11,7 +11,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from monitor.core.states import AlertState
-from monitor.store.models import PollAttempt, Server
+from monitor.store.marks import from_epoch_ms
+from monitor.store.models import PollAttempt, PollMark, Server
 from monitor.store.queries.alerts import open_alert_counts
 from monitor.store.queries.history import current_snapshots
 from monitor.store.records import SEVERITIES, ServerRecord, SnapshotRecord
@@ -134,6 +135,7 @@ class AttemptRow:
 
 
 def recent_attempts(session: Session, server_id: int, limit: int = 10) -> list[AttemptRow]:
+    """The newest polls: full attempt rows (failures, new versions) and compact marks (unchanged)."""
     rows = session.execute(
         select(
             PollAttempt.started_at,
@@ -151,7 +153,15 @@ def recent_attempts(session: Session, server_id: int, limit: int = 10) -> list[A
         .order_by(PollAttempt.id.desc())
         .limit(limit)
     ).all()
-    return [AttemptRow(**row._asdict()) for row in rows]
+    attempts = [AttemptRow(**row._asdict()) for row in rows]
+    marks = session.execute(
+        select(PollMark.started_ms, PollMark.duration_ms)
+        .where(PollMark.server_id == server_id)
+        .order_by(PollMark.started_ms.desc())
+        .limit(limit)
+    ).all()
+    attempts += [AttemptRow(from_epoch_ms(at), float(ms), True, None, None) for at, ms in marks]
+    return sorted(attempts, key=lambda a: a.started_at, reverse=True)[:limit]
 
 
 def raw_payload(session: Session, server_id: int, attempt_id: int) -> str | None:

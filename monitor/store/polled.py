@@ -1,0 +1,119 @@
+"""A poll on its way to the store (what was fetched, what the writer may reuse) and as recorded."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from monitor.core.clients import ClientProfile
+from monitor.core.findings import Finding, Severity
+from monitor.core.fingerprint import CanonicalListing
+from monitor.store.models import FindingRecord, Server, Snapshot
+from monitor.store.views import View
+
+
+@dataclass(frozen=True)
+class CacheHints:
+    """A listing's 2026-07-28 caching hints (outside the fingerprint) and the re-fetches it took."""
+
+    ttl_ms: int | None = None
+    cache_scope: str | None = None
+    refetches: int = 0
+
+
+@dataclass(frozen=True)
+class PreparedDiff:
+    """Findings computed before the poll's transaction, against the version that was current then."""
+
+    from_fingerprint: str
+    findings: list[Finding]
+
+
+@dataclass(frozen=True)
+class SuccessfulPoll:
+    """A fetched, validated listing of one server, waiting to be recorded."""
+
+    server_id: int
+    listing: CanonicalListing
+    started_at: datetime
+    finished_at: datetime
+    pages: int
+    protocol_version: str
+    server_info: dict[str, Any] | None
+    capabilities: dict[str, Any]
+    list_changed_advertised: bool
+    metas: dict[str, Any] = field(default_factory=dict)
+    validation_errors: tuple[str, ...] = ()
+    client: ClientProfile | None = None
+    """The profile the listing was polled as (its view is kept too)."""
+    views: tuple[View, ...] = ()
+    """The server's further client profiles' listings, compared with the primary one."""
+    cache: CacheHints = CacheHints()
+    prepared: PreparedDiff | None = None
+
+    @property
+    def compact(self) -> bool:
+        """Whether, unchanged, this poll can be a compact mark (and join a group commit): no further
+        client views to compare and no cache hints or re-fetches to keep in a per-attempt row."""
+        return not self.views and self.cache == CacheHints()
+
+
+@dataclass
+class PollOutcome:
+    """What one recorded poll did, for the command line and the alerting that follows."""
+
+    server: str
+    ok: bool
+    tool_count: int = 0
+    fingerprint: str | None = None
+    version: int | None = None
+    new_version: bool = False
+    findings: list[Finding] = field(default_factory=list)
+    error_kind: str | None = None
+    error: str | None = None
+    view_errors: dict[str, str] = field(default_factory=dict)
+    """Client views (by name) whose poll failed; the primary view's result stands."""
+
+    @property
+    def worst(self) -> Severity | None:
+        return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
+
+
+@dataclass(frozen=True)
+class RecordedPoll:
+    """One poll as its transaction recorded it: what the poll hooks act on, before it commits."""
+
+    server: Server
+    now: datetime
+    findings: Sequence[FindingRecord]
+    """Every finding this poll stored: the diff's, and the server rules' (unreachable, silent change)."""
+    snapshot: Snapshot | None = None
+    """The version the poll saw; None when the poll failed."""
+    new_version: bool = False
+    announced: bool | None = None
+    """For a new version: whether the watch session was told of the change (None: no session covered it)."""
+    views_agree: frozenset[str] = frozenset()
+    """Tools that every client view now shows alike (after a view changed)."""
+    listen_honored: bool | None = None
+    """Set (and nothing polled) when a watch session's listen acknowledgement is recorded instead."""
+    was_failing: bool = True
+    """Whether the server's previous poll failed: only then can a success resolve `server-unreachable`
+    (False lets an unchanged poll of a healthy server skip looking for one)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.snapshot is not None
+
+
+def succeeded(server: Server, poll: SuccessfulPoll) -> None:
+    """The server's state after a successful poll."""
+    server.consecutive_failures = 0
+    server.last_poll_at = server.last_success_at = poll.finished_at
+    server.last_error = None
+    server.protocol_version = poll.protocol_version
+    server.server_info = poll.server_info
+    server.capabilities = poll.capabilities
+    server.list_changed_advertised = poll.list_changed_advertised
+    server.ttl_ms, server.cache_scope = poll.cache.ttl_ms, poll.cache.cache_scope

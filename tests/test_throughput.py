@@ -1,0 +1,330 @@
+"""Throughput without giving up a guarantee: group commit of unchanged polls, compact attempt rows,
+kept HTTP clients, and claims refilled as polls finish."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic import command
+from sqlalchemy import Engine, MetaData, Table, event, func, select
+from sqlalchemy.orm import Session
+from support import WAIT, http_server, raw_fleet, record_poll, tool, wait_until
+
+from monitor.collect.client import Limits, Target, fetch_listing
+from monitor.collect.client.clients import HttpClients
+from monitor.collect.poller import Poller
+from monitor.collect.scheduler import Scheduler
+from monitor.config import Config, MonitorSettings, ServerConfig
+from monitor.core.fingerprint import CanonicalListing
+from monitor.core.states import ServerOrigin
+from monitor.store import PollOutcome, Store, alembic_config, current_revision, make_engine, migrate
+from monitor.store.batch import record_unchanged
+from monitor.store.marks import from_epoch_ms
+from monitor.store.models import PollAttempt, PollMark, Server, Snapshot
+from monitor.store.polled import RecordedPoll, SuccessfulPoll
+from monitor.store.queries.servers import recent_attempts
+
+pytestmark = pytest.mark.usefixtures("no_leaked_processes")
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def tools(version: int = 1) -> list[dict[str, Any]]:
+    return [
+        tool("search", description=f"Search v{version}.", annotations={"readOnlyHint": True}),
+        tool("delete", description="Delete.", annotations={"destructiveHint": True}),
+    ]
+
+
+def tools_file(tmp_path: Path) -> str:
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(tools()))
+    return str(path)
+
+
+def unchanged(server_id: int, at: datetime, listing: CanonicalListing) -> SuccessfulPoll:
+    return SuccessfulPoll(
+        server_id,
+        listing,
+        started_at=at,
+        finished_at=at + timedelta(milliseconds=40),
+        pages=1,
+        protocol_version="2025-11-25",
+        server_info=None,
+        capabilities={},
+        list_changed_advertised=False,
+    )
+
+
+def register(store: Store, count: int) -> list[int]:
+    configs = [
+        ServerConfig(name=f"s{i:03d}", transport="http", url=f"http://127.0.0.1:9/{i}") for i in range(count)
+    ]
+    ids = store.sync_servers(configs, T0)
+    return [ids[config.name] for config in configs]
+
+
+def count(engine: Engine, model: type[Any]) -> int:
+    with engine.connect() as connection:
+        return int(connection.scalar(select(func.count()).select_from(model)) or 0)
+
+
+def test_unchanged_polls_commit_together_and_changed_ones_are_left_out(store: Store, engine: Engine) -> None:
+    """A batch of 20 polls: the 19 that saw their server's current listing are recorded in one
+    transaction (spans grow, compact marks written, server state updated); the one whose listing
+    changed, and one of a server without a version yet, come back as None, untouched."""
+    ids = register(store, 21)
+    listing = CanonicalListing.of(tools())
+    for server_id in ids[:20]:
+        record_poll(store, server_id, tools(), T0)
+    commits: list[int] = []
+    event.listen(engine, "commit", lambda _: commits.append(1))
+    at = T0 + timedelta(minutes=1)
+    changed = CanonicalListing.of(tools(version=2))
+    polls = [unchanged(sid, at, changed if sid == ids[7] else listing) for sid in ids]
+    outcomes = record_unchanged(store, polls)
+    assert len(commits) == 1, "one transaction for the whole batch"
+    assert outcomes[7] is None and outcomes[20] is None
+    recorded = [o for o in outcomes if o is not None]
+    assert len(recorded) == 19 and all(o.ok and not o.new_version and o.version == 1 for o in recorded)
+    with store.sessions() as session:
+        spans = dict(session.execute(select(Snapshot.server_id, Snapshot.poll_count)).all())
+        marks = session.execute(select(PollMark.server_id, PollMark.started_ms, PollMark.duration_ms)).all()
+        last = dict(session.execute(select(Server.id, Server.last_success_at)).all())
+    assert spans[ids[7]] == 1 and all(spans[sid] == 2 for sid in ids[:20] if sid != ids[7])
+    assert sorted(sid for sid, _, _ in marks) == sorted(sid for sid in ids[:20] if sid != ids[7])
+    assert all(from_epoch_ms(ms) == at and duration == 40 for _, ms, duration in marks)
+    assert last[ids[0]] == at + timedelta(milliseconds=40) and last[ids[7]] == T0
+    assert count(engine, PollAttempt) == 20, "the first polls' full rows; none for unchanged polls"
+
+
+class FailFor:
+    """A poll hook that fails the transaction of one server's poll, like a row the database refuses."""
+
+    def __init__(self, server_id: int) -> None:
+        self.server_id = server_id
+
+    def after_poll(self, session: Session, poll: RecordedPoll) -> None:
+        if poll.server.id == self.server_id:
+            raise RuntimeError("refused")
+
+
+async def test_a_failing_batch_records_every_other_poll_on_its_own(engine: Engine, tmp_path: Path) -> None:
+    """Six servers polled concurrently, their unchanged listings batched; one poll cannot be
+    recorded. Its batch fails as a whole, then each poll is recorded on its own: the five others
+    are recorded, only the bad one fails."""
+    store = Store(engine, attempts_kept=5)
+    with http_server("fastmcp_server.py", tools_file(tmp_path)) as url:
+        servers = [ServerConfig(name=f"s{i}", transport="http", url=url) for i in range(6)]
+        config = Config(monitor=MonitorSettings(poll_timeout=WAIT), servers=servers, source="test")
+        poller = Poller(store, config)
+        try:
+            jobs = poller.jobs()
+            assert all(o.new_version for o in await poller.poll(jobs))
+            store.hooks.append(FailFor(jobs[2].server_id))
+            results = await asyncio.gather(*(poller.poll_one(job) for job in jobs), return_exceptions=True)
+        finally:
+            poller.close()
+    assert isinstance(results[2], RuntimeError), results[2]
+    assert all(isinstance(r, PollOutcome) and r.ok for i, r in enumerate(results) if i != 2)
+    with store.sessions() as session:
+        marked = set(session.scalars(select(PollMark.server_id)))
+    assert marked == {job.server_id for i, job in enumerate(jobs) if i != 2}
+
+
+def test_an_unchanged_poll_adds_under_64_bytes_from_the_first_poll_on(tmp_path: Path) -> None:
+    """200 servers, each polled 6 times with the same listing after its first poll (1,200 unchanged
+    polls, in batches of 200): the SQLite file, checkpointed, grows by under 64 bytes per poll.
+    That is before any ring is full, so it is the cost of a row, not of trimming."""
+    path = tmp_path / "monitor.db"
+    engine = make_engine(f"sqlite:///{path}")
+    try:
+        migrate(engine)
+        store = Store(engine, attempts_kept=100)
+        ids = register(store, 200)
+        listing = CanonicalListing.of(tools())
+        for server_id in ids:
+            record_poll(store, server_id, tools(), T0)
+
+        def size() -> int:
+            with engine.connect() as connection:
+                connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+            return path.stat().st_size
+
+        before = size()
+        for rounds in range(1, 7):
+            at = T0 + timedelta(minutes=rounds)
+            assert all(record_unchanged(store, [unchanged(sid, at, listing) for sid in ids]))
+        grown = size() - before
+    finally:
+        engine.dispose()
+    assert count_rows(path, "poll_marks") == 1200
+    assert grown / 1200 < 64, f"{grown / 1200:.1f} bytes per unchanged poll"
+
+
+def count_rows(path: Path, table: str) -> int:
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        return int(connection.execute(f"select count(*) from {table}").fetchone()[0])
+
+
+def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) -> None:
+    """A database at 0003 with servers, versions and attempts upgrades to head, keeps every row, and
+    records compact marks for unchanged polls from then on."""
+    engine = make_engine(database_url)
+    try:
+        config = alembic_config()
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "0003")
+        assert current_revision(engine) == "0003"
+        fill_like_the_previous_release(engine)
+        migrate(engine)
+        store = Store(engine, attempts_kept=5)
+        server_id = store.server_id("old")
+        assert server_id is not None
+        record_poll(store, server_id, tools(), T0 + timedelta(minutes=1))
+        with store.sessions() as session:
+            assert session.scalar(select(func.count()).select_from(Server)) == 1
+            assert session.scalar(select(Snapshot.poll_count)) == 2
+            assert session.scalar(select(func.count()).select_from(PollAttempt)) == 2
+            assert session.scalar(select(func.count()).select_from(PollMark)) == 1
+            recent = recent_attempts(session, server_id)
+        assert [a.started_at for a in recent] == [
+            T0 + timedelta(minutes=1),
+            T0 + timedelta(seconds=30),
+            T0,
+        ], "old full rows and new marks read back as one history"
+    finally:
+        engine.dispose()
+
+
+def fill_like_the_previous_release(engine: Engine) -> None:
+    """What 0003's code wrote for a server polled twice: a version, its listing and tools, two full
+    attempt rows (written through the tables as the database has them, not through today's models)."""
+    with engine.begin() as connection:
+        table = {name: Table(name, MetaData(), autoload_with=connection) for name in TABLES_0003}
+
+        def insert(table_name: str, /, **values: Any) -> int:
+            statement = table[table_name].insert().values(**values).returning(table[table_name].c.id)
+            return int(connection.execute(statement).scalar_one())
+
+        server_id = insert(
+            "servers", name="old", transport="http", origin="config", created_at=T0, consecutive_failures=0
+        )
+        listing = CanonicalListing.of(tools())
+        listing_id = insert("listings", fingerprint=listing.fingerprint, tool_count=2, created_at=T0)
+        for position, name in enumerate(listing.forms):  # what a later migration re-fingerprints from
+            tool_id = insert(
+                "tool_definitions",
+                fingerprint=listing.tool_fingerprint(name),
+                name=name,
+                definition=listing.tools[name],
+            )
+            connection.execute(
+                table["listing_tools"]
+                .insert()
+                .values(listing_id=listing_id, tool_id=tool_id, position=position)
+            )
+        snapshot_id = insert(
+            "snapshots",
+            server_id=server_id,
+            version=1,
+            listing_id=listing_id,
+            first_seen=T0,
+            last_seen=T0,
+            poll_count=1,
+        )
+        for seconds in (0, 30):
+            at = T0 + timedelta(seconds=seconds)
+            insert(
+                "poll_attempts",
+                server_id=server_id,
+                started_at=at,
+                duration_ms=12.5,
+                ok=True,
+                snapshot_id=snapshot_id,
+                pages=1,
+            )
+
+
+TABLES_0003 = ("servers", "listings", "tool_definitions", "listing_tools", "snapshots", "poll_attempts")
+
+
+async def test_a_kept_client_carries_the_next_poll_on_the_same_connection() -> None:
+    """Two polls of a Streamable HTTP server that answers in JSON, through kept clients: the second
+    is sent on the connection the first left open (the same local port), and both see the listing."""
+    with raw_fleet(1) as served:
+        (url,) = served.urls
+        clients = HttpClients(keepalive=60)
+        target = Target(name="s", transport="http", url=url, origin=ServerOrigin.CONFIG)
+        try:
+            first = await fetch_listing(target, Limits(timeout=WAIT), clients)
+            after_first = established_ports(url)
+            second = await fetch_listing(target, Limits(timeout=WAIT), clients)
+            after_second = established_ports(url)
+        finally:
+            await clients.aclose()
+    assert first.tools == second.tools and len(first.tools) == 5
+    assert len(clients) == 0
+    assert len(after_first) == 1 and after_first == after_second, (after_first, after_second)
+
+
+def established_ports(url: str) -> set[int]:
+    """Local ports of this machine's established TCP connections to the URL's port (from /proc)."""
+    port = int(url.rsplit(":", 1)[1].split("/", 1)[0])
+    found: set[int] = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, remote, state = line.split()[1:4]
+        if state == "01" and int(remote.split(":")[1], 16) == port:
+            found.add(int(local.split(":")[1], 16))
+    return found
+
+
+def test_a_changed_target_gets_a_new_client() -> None:
+    async def run() -> None:
+        clients = HttpClients(keepalive=60)
+        target = Target(name="s", transport="http", url="http://127.0.0.1:9/mcp", origin=ServerOrigin.CONFIG)
+        first = clients.client(target, Limits())
+        assert clients.client(target, Limits()) is first
+        moved = Target(name="s", transport="http", url="http://127.0.0.1:10/mcp", origin=ServerOrigin.CONFIG)
+        assert clients.client(moved, Limits()) is not first and len(clients) == 1
+        assert clients.forget("s") and not clients.forget("s")
+        await clients.aclose()
+
+    asyncio.run(run())
+
+
+async def test_claims_refill_as_polls_finish(store: Store, tmp_path: Path) -> None:
+    """poll_concurrency 2, ten servers due, and one tick of the clock: every server is polled,
+    because each finished poll claims the slot it freed instead of waiting for the next tick."""
+    with http_server("fastmcp_server.py", tools_file(tmp_path)) as url:
+        servers = [ServerConfig(name=f"s{i}", transport="http", url=url) for i in range(10)]
+        config = Config(
+            monitor=MonitorSettings(poll_interval=3600, poll_timeout=WAIT, poll_concurrency=2),
+            servers=servers,
+            source="test",
+        )
+        poller = Poller(store, config)
+        scheduler = Scheduler(store, poller, config, "me", tick_seconds=3600)
+        scheduler.register(datetime.now(UTC) - timedelta(hours=2))  # every first slot is due
+        try:
+            scheduler.start()  # its clock first ticks in an hour: only the tick below and refills run
+            await scheduler.tick()
+
+            def polled() -> int:
+                with store.sessions() as session:
+                    return int(session.scalar(select(func.count(func.distinct(PollAttempt.server_id)))) or 0)
+
+            await asyncio.to_thread(wait_until, "every server polled", lambda: polled() == 10, timeout=WAIT)
+        finally:
+            await scheduler.stop()
+            poller.close()
+    with store.sessions() as session:
+        assert session.scalar(select(func.count()).where(Server.lease_owner.is_not(None))) == 0
