@@ -158,10 +158,12 @@ class Poller:
         try:
             return await fetch_listing(job.target, job.limits, self.clients)
         except PollError as exc:
-            kept = self.clients is not None and self.clients.forget(job.target.name)
-            if exc.kind != PollErrorKind.CONNECT or not kept:
+            if exc.kind != PollErrorKind.CONNECT or self.clients is None:
                 raise
-        return await fetch_listing(job.target, job.limits, self.clients)  # once, on a new connection
+            # A kept connection the server closed as it was reused, or one it closed mid-poll: the
+            # poll is tried once more, on a new client and connection.
+            self.clients.forget(job.target.name)
+        return await fetch_listing(job.target, job.limits, self.clients)
 
     async def _views(self, job: Job) -> tuple[list[View], dict[str, str]]:
         """The server's further client profiles, polled concurrently, each as its own view; a view

@@ -108,7 +108,7 @@ class HttpClients:
         """Drop a server's kept client (after a connection failure); whether there was one.
 
         A server may close an idle connection just as a poll sends on it, which fails that poll
-        though the server is fine: the poller retries once on a new client when this returns True.
+        though the server is fine: the poller retries a connection failure once on a new client.
         """
         kept = self._clients.pop(name, None)
         if kept is not None:
