@@ -45,7 +45,6 @@ from monitor.store.queries.servers import (
 from monitor.store.queries.triage import (
     ToolAround,
     ToolMatch,
-    acknowledged_counts,
     alert_diffs,
     alert_rules,
     current_by_name,
@@ -67,7 +66,6 @@ __all__ = [
     "ToolAround",
     "ToolChangeView",
     "ToolMatch",
-    "acknowledged_counts",
     "alert_detail",
     "alert_diffs",
     "alert_rules",

@@ -65,16 +65,6 @@ def fleet_alert_counts(session: Session) -> dict[AlertState, dict[str, int]]:
     return counts
 
 
-def acknowledged_counts(session: Session) -> dict[int, int]:
-    """Acknowledged (not yet resolved) alerts per server id: shown next to the open ones."""
-    rows = session.execute(
-        select(Alert.server_id, func.count())
-        .where(Alert.state == AlertState.ACKNOWLEDGED)
-        .group_by(Alert.server_id)
-    )
-    return {int(server_id): int(count) for server_id, count in rows}
-
-
 def alert_rules(session: Session) -> list[str]:
     """The rules any stored alert has, for the alerts page's filter."""
     return list(session.scalars(select(Alert.rule).distinct().order_by(Alert.rule)))

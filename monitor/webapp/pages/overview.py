@@ -66,5 +66,4 @@ def overview(
         acknowledged={sev: alerts[AlertState.ACKNOWLEDGED].get(sev, 0) for sev in SEVERITIES},
         status_counts={status: sum(1 for s in fleet if s.status == status) for status in ServerStatus},
         stale_sessions=host_sessions.count_stale(session, now=web.now(), grace=web.session_grace),
-        acknowledged_by_server=queries.acknowledged_counts(session),
     )
