@@ -24,7 +24,7 @@ from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.core.findings import Severity
 from monitor.notify.alerts import Alerting
-from monitor.notify.sessions import list_sessions, register_session
+from monitor.notify.sessions import count_stale, list_sessions, register_session
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Alert, FindingRecord, PollAttempt, Server
 from monitor.store.polled import CacheHints
@@ -112,8 +112,10 @@ def test_session_stale_waits_for_the_listing_ttl(store: Store) -> None:
     record_poll(store, server_id, new, changed_at, cache=CacheHints(ttl_ms=3_600_000, cache_scope="private"))
 
     def stale(at: datetime) -> bool:
+        """The sessions page's verdict, which the overview's stale-session tile must agree with."""
         with store.sessions() as session:
             (record,) = list_sessions(session, stale_only=False, now=at, grace=timedelta(minutes=5))
+            assert count_stale(session, now=at, grace=timedelta(minutes=5)) == int(record.stale)
             return record.stale
 
     assert not stale(changed_at + timedelta(minutes=10)), "within the TTL a host lawfully keeps it"

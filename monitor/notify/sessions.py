@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from monitor.core.diff import diff_listings
@@ -207,21 +207,6 @@ def _current(session: Session, server_id: int) -> tuple[Snapshot, str] | None:
     return (row[0], row[1]) if row else None
 
 
-def _currents(session: Session) -> dict[int, tuple[Snapshot, str]]:
-    """Every server's newest version and its fingerprint, in one statement."""
-    newest = (
-        select(Snapshot.server_id, func.max(Snapshot.version).label("version"))
-        .group_by(Snapshot.server_id)
-        .subquery()
-    )
-    rows = session.execute(
-        select(Snapshot, Listing.fingerprint)
-        .join(Listing, Listing.id == Snapshot.listing_id)
-        .join(newest, (newest.c.server_id == Snapshot.server_id) & (newest.c.version == Snapshot.version))
-    ).all()
-    return {snapshot.server_id: (snapshot, fingerprint) for snapshot, fingerprint in rows}
-
-
 def _stale_since(host: HostSession, current: Current | None) -> datetime | None:
     """When the session started lagging: the later of its report and the current listing's start."""
     if current is None or current.fingerprint == host.fingerprint:
@@ -229,22 +214,18 @@ def _stale_since(host: HostSession, current: Current | None) -> datetime | None:
     return max(host.fingerprint_since, current.since)
 
 
-def _lagging_since(
-    fingerprint: str, reported_at: datetime, current: tuple[Snapshot, str] | None
-) -> datetime | None:
-    if current is None or current[1] == fingerprint:
-        return None
-    return max(reported_at, current[0].first_seen)
+def _is_stale(host: HostSession, current: Current | None, now: datetime) -> bool:
+    """Lagging for longer than the grace (stretched to the listing's `ttlMs`)."""
+    since = _stale_since(host, current)
+    return since is not None and current is not None and now - since > current.grace
 
 
 def count_stale(session: Session, *, now: datetime, grace: timedelta) -> int:
-    """How many sessions `list_sessions(stale_only=True)` would list, reading only three columns."""
-    rows = session.execute(
-        select(HostSession.server_id, HostSession.fingerprint, HostSession.fingerprint_since)
-    ).all()
-    currents = _currents(session) if rows else {}
-    lagging = (_lagging_since(fp, reported, currents.get(server_id)) for server_id, fp, reported in rows)
-    return sum(1 for since in lagging if since is not None and now - since > grace)
+    """How many sessions `list_sessions(stale_only=True)` would list (the overview's tile), by the
+    same test: each session against its client view's listing, with the `ttlMs`-stretched grace."""
+    rows = session.execute(select(HostSession, Server).join(Server, Server.id == HostSession.server_id)).all()
+    currents = Currents(session, grace)
+    return sum(1 for host, server in rows if _is_stale(host, currents.of(server, host), now))
 
 
 def list_sessions(
@@ -256,8 +237,7 @@ def list_sessions(
     currents = Currents(session, grace)
     for host, server in rows:
         current = currents.of(server, host)
-        since = _stale_since(host, current)
-        stale = since is not None and current is not None and now - since > current.grace
+        stale = _is_stale(host, current, now)
         if stale_only and not stale:
             continue
         views.append(
@@ -271,7 +251,7 @@ def list_sessions(
                 fingerprint=host.fingerprint,
                 current_fingerprint=current.fingerprint if current else None,
                 stale=stale,
-                stale_since=since if stale else None,
+                stale_since=_stale_since(host, current) if stale else None,
             )
         )
     views.sort(key=lambda v: (not v.stale, v.connected_at))
@@ -355,11 +335,9 @@ def check_sessions(
     currents = Currents(session, grace)
     for host, server in rows:
         current = currents.of(server, host)
-        since = _stale_since(host, current)
-        lagging = since is not None and current is not None and now - since > current.grace
         missed = (
             missed_changes(session, host.fingerprint, current.listing_id, current.fingerprint)
-            if lagging and current
+            if current is not None and _is_stale(host, current, now)
             else []
         )
         if missed != []:  # a list of what it missed, or None: a listing the monitor never saw
