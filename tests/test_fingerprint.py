@@ -151,11 +151,14 @@ def test_numbers_are_read_as_doubles() -> None:
 @pytest.mark.parametrize(
     ("raw", "where"),
     [
-        ('[{"name": "a\\ud800"}]', "tools[0].name: string holds a lone surrogate"),
-        ('[{"name": "a", "x": {"\\udc00": 1}}]', "tools[0].x: key"),
-        ('[{"name": "a"}, {"name": "b", "x": [NaN]}]', "tools[1].x[0]: nan is not a JSON number"),
-        ('[{"name": "a", "x": 1e400}]', "tools[0].x: inf is not a JSON number"),
-        ('[{"name": "a", "x": 1' + "0" * 400 + "}]", "tools[0].x: number beyond the double range"),
+        ('[{"name": "a\\ud800"}]', "tools[0].name: a string holds a lone surrogate"),
+        ('[{"name": "a", "x": {"\\udc00": 1}}]', "tools[0].x: an object key holds a lone surrogate"),
+        ('[{"name": "a"}, {"name": "b", "x": [NaN]}]', "tools[1].x[0]: NaN is not a JSON number"),
+        ('[{"name": "a", "x": 1e400}]', "tools[0].x: Infinity is not a JSON number"),
+        (
+            '[{"name": "a", "x": 1' + "0" * 400 + "}]",
+            "tools[0].x: an integer of 401 digits is beyond the double range",
+        ),
     ],
 )
 def test_a_listing_that_is_not_i_json_is_an_error_that_says_where(raw: str, where: str) -> None:

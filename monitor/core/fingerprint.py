@@ -10,20 +10,22 @@ The serialisation is the `rfc8785` package's (with `json.dumps` standing in wher
 writes the same text, which is most tool definitions, because it runs in C); this module adds only
 what SPEC section 2 says on top of it: numbers are read as IEEE-754 doubles the way `JSON.parse`
 reads them, so an integer beyond 2^53 becomes the nearest double first. It depends on nothing
-else of drift-monitor, so it can be vendored with `rfc8785` beside it.
+else of drift-monitor but `monitor.core.ijson` (which names where a value is not I-JSON), so the
+two can be vendored with `rfc8785` beside them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import rfc8785
+
+from monitor.core.ijson import ijson_problem
 
 META_KEY = "_meta"
 SAFE_INTEGER = 2**53 - 1
@@ -84,11 +86,11 @@ def _jcs(value: Any, where: str) -> bytes:
         # Rare (an integer beyond 2^53): read every number as JSON.parse would, and try again.
         pass
     except (rfc8785.CanonicalizationError, UnicodeError) as exc:
-        raise NotIJSONError(_explain(value, where) or f"{where}: not I-JSON ({exc})") from None
+        raise NotIJSONError(ijson_problem(value, where) or f"{where}: not I-JSON ({exc})") from None
     try:
         return rfc8785.dumps(as_doubles(value))
     except (rfc8785.CanonicalizationError, UnicodeError, OverflowError) as exc:
-        raise NotIJSONError(_explain(value, where) or f"{where}: not I-JSON ({exc})") from None
+        raise NotIJSONError(ijson_problem(value, where) or f"{where}: not I-JSON ({exc})") from None
 
 
 def as_doubles(value: Any) -> Any:
@@ -174,43 +176,3 @@ def _join(forms: Mapping[str, str]) -> bytes:
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _explain(value: Any, where: str) -> str | None:
-    """The first spot in `value` that RFC 8785 cannot serialise, as a readable message."""
-    if isinstance(value, str):
-        return f"{where}: string holds a lone surrogate" if _lone_surrogate(value) else None
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, float):
-        return None if math.isfinite(value) else f"{where}: {value!r} is not a JSON number"
-    if isinstance(value, int):
-        if abs(value) > SAFE_INTEGER:
-            try:
-                float(value)
-            except OverflowError:
-                return f"{where}: number beyond the double range"
-        return None
-    if isinstance(value, Mapping):
-        for key, child in value.items():
-            if _lone_surrogate(key):
-                shown = key.encode("utf-8", "backslashreplace").decode()
-                return f"{where}: key {shown!r} holds a lone surrogate"
-            found = _explain(child, f"{where}.{key}")
-            if found:
-                return found
-        return None
-    if isinstance(value, list | tuple):
-        for index, child in enumerate(value):
-            found = _explain(child, f"{where}[{index}]")
-            if found:
-                return found
-    return None
-
-
-def _lone_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
