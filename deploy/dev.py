@@ -7,7 +7,8 @@ reinstalled whenever pyproject.toml changes.
 Commands:
   run     the service on its embedded default (SQLite), with a demo server registered
           (`run --port N`, or `run N`, serves the dashboard on another port than 8000)
-  test    the whole test suite (PostgreSQL too when DRIFT_MONITOR_TEST_PG_URL is set)
+  test    the whole test suite, two workers per core (PostgreSQL too when
+          DRIFT_MONITOR_TEST_PG_URL is set); extra arguments go to pytest
   check   ruff, mypy and the package's shape (deploy/architecture.py)
   bench   every benchmark under bench/
 """
@@ -61,7 +62,9 @@ def main() -> int:
     port = demo_port(extra) if command == "run" else 0  # a bad argument fails before any set-up
     ensure_venv()
     if command == "test":
-        return run("-m", "pytest", *extra)
+        # Two workers per core: most tests wait on servers and processes they started, not the CPU.
+        workers = str(2 * (os.cpu_count() or 1))
+        return run("-m", "pytest", "-n", workers, "--dist", "worksteal", *extra)
     if command == "check":
         return (
             run("-m", "ruff", "check", ".")

@@ -30,6 +30,12 @@ BACKENDS = [
 ]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `slow` first: `deploy/dev.py test` spreads the suite over several workers
+    (pytest-xdist), and a long test handed out last would run alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(params=BACKENDS)
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """An empty database: a fresh SQLite file, or a fresh schema on the test PostgreSQL."""

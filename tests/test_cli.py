@@ -129,6 +129,7 @@ def test_rules_doc_is_generated_from_the_catalog() -> None:
     assert result.returncode == 0 and "read-only-revoked" in result.stdout
 
 
+@pytest.mark.slow
 def test_migrate_and_poll_through_the_command_line(tmp_path: Path) -> None:
     tools = tmp_path / "tools.json"
     tools.write_text(json.dumps([tool("lookup")]))

@@ -69,6 +69,7 @@ def views(store: Store) -> dict[str, tuple[int, dict[str, Any]]]:
         return {row.profile: (row.listing_id, row.client) for row in rows}
 
 
+@pytest.mark.slow
 def test_one_more_tool_for_clients_declaring_sampling(store: Store, tmp_path: Path) -> None:
     """The default profile declares sampling like common hosts; a bare one does not. Must hold: two
     views with different listings, and a medium finding that names the tool only one of them gets."""
@@ -119,6 +120,7 @@ def test_a_tool_read_only_only_for_the_monitor_is_cloaking(store: Store, tmp_pat
         assert stored.detail["annotations"]["readOnlyHint"] == {"drift-monitor": True, "claude-code": False}
 
 
+@pytest.mark.slow
 def test_views_in_the_api_the_dashboard_and_host_sessions(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -64,6 +64,7 @@ def decision_of(answer: dict[str, Any]) -> str:
     return str(output["permissionDecision"])
 
 
+@pytest.mark.slow
 def test_review_approve_flip_and_the_claude_code_hook(tmp_path: Path) -> None:
     tools_file = tmp_path / "tools.json"
     tools_file.write_text(json.dumps(tools(lookup_read_only=True)))

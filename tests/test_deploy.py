@@ -240,6 +240,7 @@ def healthcheck_command() -> list[str]:
     return list(healthcheck.value[1:])
 
 
+@pytest.mark.slow
 def test_entrypoint_migrates_serves_and_stops_cleanly(
     image_root: Path, database_url: str, tmp_path: Path
 ) -> None:
@@ -306,6 +307,7 @@ def test_entrypoint_without_migration_refuses_an_empty_database(image_root: Path
     assert "run `drift-monitor migrate`" in result.stderr
 
 
+@pytest.mark.slow
 def test_entrypoint_runs_one_shot_commands(image_root: Path, database_url: str, tmp_path: Path) -> None:
     """What the compose `migrate` service, the Kubernetes Job and the CronJob run."""
     config = write_config(tmp_path / "monitor.toml", database_url)

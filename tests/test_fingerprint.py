@@ -104,8 +104,9 @@ def test_diff_of_a_listing_with_itself_is_empty(tools: list[dict[str, Any]]) -> 
     assert diff_listings(tools, json.loads(json.dumps(tools))).findings == []
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(listings(), listings())
+@pytest.mark.slow
 def test_diff_never_crashes_and_findings_are_well_formed(
     old: list[dict[str, Any]], new: list[dict[str, Any]]
 ) -> None:
@@ -228,8 +229,9 @@ any_json = st.recursive(
 )
 
 
-@settings(max_examples=500)
+@settings(max_examples=250)
 @given(any_json)
+@pytest.mark.slow
 def test_the_fast_path_writes_exactly_what_rfc8785_writes(value: Any) -> None:
     """`json.dumps` is used where it provably writes RFC 8785; the stock library is the reference."""
     from monitor.core.fingerprint import as_doubles, canonical_json

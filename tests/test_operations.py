@@ -61,6 +61,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     assert stderr == "", "no BrokenPipeError traceback"
 
 
+@pytest.mark.slow
 def test_startup_failures_are_one_line_and_exit_2(tmp_path: Path) -> None:
     env = {**os.environ, "DRIFT_MONITOR_DATABASE_URL": "mysql://user@127.0.0.1/db"}
     mysql = run("migrate", env=env)
@@ -90,6 +91,7 @@ def test_startup_failures_are_one_line_and_exit_2(tmp_path: Path) -> None:
     assert "Traceback" not in busy.stderr and "Errno" not in busy.stderr
 
 
+@pytest.mark.slow
 def test_serve_logs_failures_as_json_lines_without_scheduler_chatter(tmp_path: Path) -> None:
     config = tmp_path / "monitor.toml"
     config.write_text(

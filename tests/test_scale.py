@@ -89,17 +89,18 @@ def poll_starts(engine: Engine) -> dict[str, list[datetime]]:
     return {name: sorted(times) for name, times in starts.items()}
 
 
-# Two instances, 50 servers every 3 s.
+# Two instances, 40 servers every 3 s.
 
-SERVERS = 50
+SERVERS = 40
 INTERVAL = 3.0
 TIMEOUT = 10.0
-ROUNDS = 4
+ROUNDS = 3
 """Claims of every server to wait for: several intervals, each server passed between instances."""
 
 
+@pytest.mark.slow
 def test_two_instances_poll_each_server_once_per_interval(tmp_path: Path, database_url: str) -> None:
-    """Two instances share 50 servers polled every 3 s until each server has been claimed ROUNDS
+    """Two instances share 40 servers polled every 3 s until each server has been claimed ROUNDS
     times. Must hold, from the claim log and the poll attempts: every claim took a due slot with no
     live lease on it and moved it one interval on (or restarted the rhythm from now, had the
     instances fallen behind); no slot was claimed twice, nor polled twice; every poll succeeded;
@@ -148,7 +149,7 @@ def test_two_instances_poll_each_server_once_per_interval(tmp_path: Path, databa
 
 # Three instances, one SIGKILLed while it polls.
 
-SCALE_SERVERS = 100
+SCALE_SERVERS = 60
 SCALE_INTERVAL = 10.0
 SCALE_TIMEOUT = 5.0
 """`poll_timeout`: a lease lasts this plus LEASE_MARGIN (30 s), so a killed instance's servers are
@@ -162,10 +163,11 @@ KILL_WAIT = 10.0
 """How long to try catching an instance polling one of the servers flipped after the kill."""
 
 
+@pytest.mark.slow
 def test_three_instances_survive_a_sigkill_without_double_polls_or_lost_alerts(
     tmp_path: Path, database_url: str
 ) -> None:
-    """Three instances share 105 servers every 10 s; one is SIGKILLed while it polls. Must hold:
+    """Three instances share 65 servers every 10 s; one is SIGKILLed while it polls. Must hold:
     the claim log keeps the scheduler's promise throughout (see test_two_instances...); every lease
     the dead instance held is taken over by a survivor once it has run out, and none of its servers
     is polled while it lasts; every flipped server, before and after the kill, has exactly one

@@ -83,6 +83,7 @@ def server_state(service: Service, name: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("mode", ["notify", "off"])
+@pytest.mark.slow
 def test_read_only_flip_is_one_signed_alert_then_resolved(
     tmp_path: Path, database_url: str, mode: str
 ) -> None:
@@ -141,6 +142,7 @@ def test_read_only_flip_is_one_signed_alert_then_resolved(
             assert not re.search(r'File "[^"]*/monitor/', running.output()), running.output()
 
 
+@pytest.mark.slow
 def test_stale_session_and_silent_change(tmp_path: Path, database_url: str) -> None:
     """A server that advertises listChanged but never notifies changes its listing while a host
     session holds the old one. Must hold: `listing-changed-silently` (high) and `session-stale`
@@ -187,6 +189,7 @@ def test_stale_session_and_silent_change(tmp_path: Path, database_url: str) -> N
             assert silent_alerts == {silent["alert"]["id"]}, "one change, one silent-change alert"
 
 
+@pytest.mark.slow
 def test_a_stdio_upgrade_is_a_new_deployment_not_a_silent_change(tmp_path: Path, database_url: str) -> None:
     """A stdio server that advertises listChanged and never notifies, its listing fixed when its process
     starts, is upgraded between polls while the watch session is connected. Must hold: the change is
@@ -239,6 +242,7 @@ def test_a_stdio_upgrade_is_a_new_deployment_not_a_silent_change(tmp_path: Path,
         engine.dispose()
 
 
+@pytest.mark.slow
 def test_delivery_survives_sigkill(tmp_path: Path, database_url: str) -> None:
     """An alert's webhook is tried against a receiver that is down, then serve is SIGKILLed. Must
     hold: a new serve delivers it once the receiver is back, exactly once."""
@@ -291,6 +295,7 @@ def test_delivery_survives_sigkill(tmp_path: Path, database_url: str) -> None:
         receiver.stop()
 
 
+@pytest.mark.slow
 def test_poll_opens_alerts_and_queues_what_serve_delivers_once(tmp_path: Path, database_url: str) -> None:
     """`drift-monitor poll` (from cron, say) takes the same path from finding to alert as `serve`."""
     from monitor.store.models import Alert

@@ -203,6 +203,7 @@ def test_the_silences_page_creates_and_expires_and_muted_findings_are_shown(
     assert expired.status_code == 303 and "Expire now" not in client.get("/silences").text
 
 
+@pytest.mark.slow
 def test_the_cli_adds_lists_and_expires_silences(engine: Engine, database_url: str, tmp_path: Path) -> None:
     config = tmp_path / "monitor.toml"
     config.write_text(

@@ -189,6 +189,7 @@ def test_sink_config(tmp_path: Any) -> None:
 
 
 @pytest.mark.usefixtures("no_leaked_processes")
+@pytest.mark.slow
 def test_serve_flips_reach_alertmanager_and_pagerduty(tmp_path: Path, database_url: str) -> None:
     """End to end through `serve`: a real MCP server whose purge_tenant loses readOnlyHint, then gets
     it back. Alertmanager holds one alert (read-only-revoked, critical), re-posted while open and

@@ -377,6 +377,7 @@ print("UNREACHABLE: the receiver never answers", flush=True)
 """
 
 
+@pytest.mark.slow
 async def test_a_process_killed_mid_send_loses_nothing(
     database_url: str, engine: Engine, receiver: Receiver, secret: str
 ) -> None:

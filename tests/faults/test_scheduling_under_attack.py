@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import event, select
 from support import WAIT, faulty_http, http_server, tool, wait_until
 
@@ -108,6 +109,7 @@ def running(scheduler: Scheduler) -> Iterator[None]:
         loop.close()
 
 
+@pytest.mark.slow
 def test_servers_that_never_answer_do_not_starve_one_that_does(store: Store, tmp_path: Path) -> None:
     tools_file = tmp_path / "tools.json"
     tools_file.write_text(json.dumps([tool("lookup", read_only=True)]), encoding="utf-8")

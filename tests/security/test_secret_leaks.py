@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from security.security_harness import api_operations, fill_path, form_csrf_token
 from support import SERVERS, Receiver, Service, free_port, http_server, migrate_config, webhook_secret
 
@@ -84,6 +85,7 @@ min_severity = "high"
     return config
 
 
+@pytest.mark.slow
 def test_no_secret_reaches_answers_pages_logs_webhooks_or_the_database(tmp_path: Path) -> None:
     """Three servers that echo their credentials back in errors (a config header, a stdio env value,
     API-registered headers) are polled until `server-unreachable` alerts go out as webhooks, and
