@@ -166,6 +166,10 @@ class ToolChangeView:
     old: dict[str, Any] | None
     new: dict[str, Any] | None
     findings: list[FindingFields] = field(default_factory=list)
+    old_fingerprint: str | None = None
+    """The stored content addresses of the two definitions, so a page links to their raw JSON without
+    hashing megabytes per view."""
+    new_fingerprint: str | None = None
 
     @property
     def worst(self) -> str | None:
@@ -217,6 +221,19 @@ def _definitions(session: Session, ids: Iterable[int]) -> dict[int, dict[str, An
     return found
 
 
+def _fingerprints(session: Session, ids: Iterable[int]) -> dict[int, str]:
+    wanted = sorted(set(ids))
+    found: dict[int, str] = {}
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        found.update(
+            session.execute(
+                select(ToolDefinition.id, ToolDefinition.fingerprint).where(ToolDefinition.id.in_(chunk))
+            ).all()
+        )
+    return found
+
+
 def diff_versions(session: Session, server_id: int, old_version: int, new_version: int) -> DiffView | None:
     """The changed tools between two versions of one server, with findings about each.
 
@@ -240,11 +257,14 @@ def diff_versions(session: Session, server_id: int, old_version: int, new_versio
         [old_members[n] for n in changed if n in old_members]
         + [new_members[n] for n in changed if n in new_members],
     )
+    fingerprints = _fingerprints(session, definitions)
     tools = {
         name: ToolChangeView(
             name,
             definitions.get(old_members[name]) if name in old_members else None,
             definitions.get(new_members[name]) if name in new_members else None,
+            old_fingerprint=fingerprints.get(old_members[name]) if name in old_members else None,
+            new_fingerprint=fingerprints.get(new_members[name]) if name in new_members else None,
         )
         for name in changed
     }

@@ -126,7 +126,15 @@ def tool_page(request: Request, server: TheServer, tool: str, session: ReadSessi
         if previous is None:
             steps.append((run, None))
         else:
-            change = queries.ToolChangeView(tool, previous.definition, run.definition)
+            # The findings recorded at this step carry its schema rows: no per-view diff.
+            change = queries.ToolChangeView(
+                tool,
+                previous.definition,
+                run.definition,
+                list(run.findings),
+                old_fingerprint=previous.fingerprint,
+                new_fingerprint=run.fingerprint,
+            )
             steps.append((run, tool_diff_view(change)))
         previous = run
     steps.reverse()
