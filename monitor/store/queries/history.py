@@ -6,6 +6,8 @@ one diff engine (`monitor.core.diff.diff_listings`) over the stored tools. Nothi
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -234,12 +236,39 @@ def _fingerprints(session: Session, ids: Iterable[int]) -> dict[int, str]:
     return found
 
 
+FAR_DIFFS_KEPT = 16
+"""Findings of version pairs no poll compared (not adjacent) kept per process, by the two listings'
+content addresses: such a pair's page diffs its tools on its first view, not on every view (a
+hostile schema of 100,000 properties takes seconds to diff)."""
+_far_diffs: OrderedDict[tuple[str, str], list[FindingFields]] = OrderedDict()
+_far_diffs_lock = threading.Lock()
+
+
+def _far_findings(old: str, new: str, tools: Sequence[ToolChangeView]) -> list[FindingFields]:
+    with _far_diffs_lock:
+        if (old, new) in _far_diffs:
+            _far_diffs.move_to_end((old, new))
+            return list(_far_diffs[old, new])
+    findings = [
+        FindingFields.model_validate(f)
+        for f in diff_listings(
+            [t.old for t in tools if t.old is not None], [t.new for t in tools if t.new is not None]
+        ).findings
+    ]
+    with _far_diffs_lock:
+        _far_diffs[old, new] = findings
+        while len(_far_diffs) > FAR_DIFFS_KEPT:
+            _far_diffs.popitem(last=False)
+    return list(findings)
+
+
 def diff_versions(session: Session, server_id: int, old_version: int, new_version: int) -> DiffView | None:
     """The changed tools between two versions of one server, with findings about each.
 
     Only tools whose stored definition differs are loaded. Consecutive versions show the findings
     stored when the change was detected; other pairs run the diff engine over the changed tools
-    (a tool identical on both sides can yield no finding, so leaving it out changes nothing).
+    (a tool identical on both sides can yield no finding, so leaving it out changes nothing), once
+    per pair of listings while it stays among the `FAR_DIFFS_KEPT` newest compared.
     """
     old = find_snapshot(session, server_id, old_version)
     new = find_snapshot(session, server_id, new_version)
@@ -280,9 +309,7 @@ def diff_versions(session: Session, server_id: int, old_version: int, new_versio
     elif old.id == new.id:
         findings = []
     else:
-        old_tools = [t.old for t in tools.values() if t.old is not None]
-        new_tools = [t.new for t in tools.values() if t.new is not None]
-        findings = [FindingFields.model_validate(f) for f in diff_listings(old_tools, new_tools).findings]
+        findings = _far_findings(old.fingerprint, new.fingerprint, list(tools.values()))
     for finding in findings:
         if finding.tool is not None:
             tools.setdefault(finding.tool, ToolChangeView(finding.tool, None, None)).findings.append(finding)

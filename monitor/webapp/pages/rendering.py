@@ -8,10 +8,11 @@ attributes use the `plain` filter instead.
 
 from __future__ import annotations
 
+import heapq
 import json
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -151,19 +152,38 @@ def json_block(value: Any, raw_href: str | None = None) -> Markup:
     return Markup('<pre class="json">{}…</pre>{}').format(visible(text[:JSON_SHOWN]), note)
 
 
-_PRETTY = json.JSONEncoder(indent=2, ensure_ascii=False, sort_keys=True)
-
-
 def _pretty_start(value: Any, length: int) -> str:
     """The first `length` characters (at least) of `pretty_json(value)`, without encoding the rest."""
     pieces: list[str] = []
     size = 0
-    for piece in _PRETTY.iterencode(value):
+    for piece in _pretty_pieces(value, 0, length):
         pieces.append(piece)
         size += len(piece)
         if size >= length:
             break
     return "".join(pieces)
+
+
+def _pretty_pieces(value: Any, depth: int, length: int) -> Iterator[str]:
+    """`pretty_json(value)` piece by piece. An object's members take at least 8 characters each, so
+    no more than `length // 8` of them can be shown: only those smallest keys are sorted (sorting all
+    100,000 keys of a hostile schema, to show a few hundred, cost most of a page view)."""
+    if isinstance(value, dict) and value:
+        shown = length // 8 + 1
+        keys = sorted(value) if len(value) <= shown else heapq.nsmallest(shown, value)
+        inner = "\n" + "  " * (depth + 1)
+        for index, key in enumerate(keys):
+            yield ("{" if index == 0 else ",") + inner + json.dumps(key, ensure_ascii=False) + ": "
+            yield from _pretty_pieces(value[key], depth + 1, length)
+        yield "\n" + "  " * depth + "}"
+    elif isinstance(value, list) and value:
+        inner = "\n" + "  " * (depth + 1)
+        for index, item in enumerate(value):
+            yield ("[" if index == 0 else ",") + inner
+            yield from _pretty_pieces(item, depth + 1, length)
+        yield "\n" + "  " * depth + "]"
+    else:
+        yield json.dumps(value, ensure_ascii=False)
 
 
 def definition_href(server: str, definition: Mapping[str, Any], fingerprint: str | None = None) -> str | None:
