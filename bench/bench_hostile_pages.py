@@ -4,8 +4,8 @@ Goal (issue 16): a change is diffed once, when it is recorded; a view of its dif
 renders from what was stored, so it costs well under a second of CPU and a few MB however large the
 schema. Three versions of a one-tool listing (about 2.7 MB each, every property's type changing at
 each step) are recorded through the store; then CPU seconds, size and allocation peak of the
-adjacent diff page, a diff across two steps and the tool page, each next to the same page for a
-20-property schema measured in the same run (the baseline).
+adjacent diff page, a diff across two steps, the tool page and the server page, each next to the
+same page for a 20-property schema measured in the same run (the baseline).
 
     python bench/bench_hostile_pages.py
 """
@@ -39,6 +39,7 @@ PAGES = {
     "diff page, adjacent": "/servers/{name}/diff?from=1&to=2",
     "diff page, v1 -> v3": "/servers/{name}/diff?from=1&to=3",
     "tool page": "/servers/{name}/tools/bulk",
+    "server page": "/servers/{name}",
 }
 
 

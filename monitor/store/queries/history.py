@@ -157,6 +157,18 @@ def listing_tools(session: Session, listing_id: int) -> list[dict[str, Any]]:
     return [definition if meta is None else {**definition, "_meta": meta} for definition, meta in rows]
 
 
+def listing_fingerprints(session: Session, listing_id: int) -> dict[str, str]:
+    """Tool name -> the stored content address of its definition, for links to the raw JSON (hashing
+    a hostile 3 MB definition again per page view cost half a second)."""
+    return dict(
+        session.execute(
+            select(ToolDefinition.name, ToolDefinition.fingerprint)
+            .join(ListingTool, ListingTool.tool_id == ToolDefinition.id)
+            .where(ListingTool.listing_id == listing_id)
+        ).all()
+    )
+
+
 # --- diffs ---------------------------------------------------------------------------------
 
 
