@@ -18,6 +18,7 @@ BENCHMARKS = [
     "bench_latency",
     "bench_decisions",
     "bench_refusals",
+    "bench_hostile_pages",
     "bench_throughput",
 ]
 

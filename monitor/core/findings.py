@@ -7,6 +7,8 @@ rules and the host-session checker; storage, the API, pages and webhooks read it
 from __future__ import annotations
 
 import enum
+import hashlib
+import json
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -36,6 +38,30 @@ class Severity(enum.StrEnum):
 
 
 _SEVERITY_ORDER = (Severity.INFO, Severity.LOW, Severity.MEDIUM, Severity.HIGH, Severity.CRITICAL)
+
+VALUE_KEPT = 64 * 1024
+"""Most bytes of compact JSON a finding keeps as its `old` or `new`. A hostile server may send a
+3 MB schema; a finding that kept it whole on both sides would be stored, served by the API, sent in
+webhooks and read back by pages at that size, for every change."""
+
+
+def kept_value(value: Any) -> Any:
+    """`value`, or past `VALUE_KEPT` an explicit marker in its place: an object whose `$omitted` says
+    why, with the value's size and the SHA-256 of its compact sorted-key JSON (so two different large
+    values never read as the same one; the whole value is in the tool's stored definition)."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str) and len(value) < 4096:  # at most 6 bytes a character as JSON: well under
+        return value
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= VALUE_KEPT:
+        return value
+    return {
+        "$omitted": f"a JSON value of {len(data):,} bytes, over the {VALUE_KEPT:,} a finding keeps",
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
 
 
 @dataclass(frozen=True)

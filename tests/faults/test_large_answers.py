@@ -14,6 +14,7 @@ import pytest
 from support import http_server
 
 from monitor.collect.client import Limits, PollError, Target, fetch_listing
+from monitor.collect.client.http import json_size
 from monitor.collect.client.poll import Poll
 
 
@@ -55,3 +56,21 @@ def test_large_answers_are_taken_one_at_a_time(monkeypatch: pytest.MonkeyPatch, 
     assert outcomes == [expected] * 4
     assert most[0] == 1, "one large answer at a time"
     assert holding[0] == 0, "every turn given back"
+
+
+def test_an_answer_over_the_limit_is_measured_and_refused_before_the_sdk_parses_it() -> None:
+    """The SDK's validating parse of a 20 MB answer cost about ten times its size, only for the
+    listing to be refused after it; such an answer is now measured as it is (compact JSON) first."""
+    with http_server("hostile_server.py", "huge", "--huge-bytes", "3000000") as url:
+        target = Target(name="huge", transport="http", url=url)
+        with pytest.raises(PollError) as raised:
+            asyncio.run(fetch_listing(target, Limits(timeout=120, max_bytes=2_000_000)))
+    tools = [
+        {"name": f"big{i}", "description": "x" * 10_000, "inputSchema": {"type": "object"}}
+        for i in range(300)
+    ]
+    size = json_size({"tools": tools})
+    assert (raised.value.kind, raised.value.message) == (
+        "limit",
+        f"listing exceeds 2000000 bytes: the answer to tools/list holds {size} bytes of compact JSON",
+    )

@@ -8,6 +8,7 @@ and connects only to addresses `HostPolicy` allows. Answer bodies are capped as 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import socket
 import ssl
@@ -166,7 +167,10 @@ class CappedBody(httpx2.AsyncByteStream):
     """An HTTP response body that stops at `cap` bytes, so a huge JSON answer is never buffered whole.
 
     The SDK reads a JSON answer with `response.aread()` and only then could `Limits.max_bytes` be
-    checked; twice that leaves room for whitespace, since the limit counts compact JSON.
+    checked; twice that leaves room for whitespace, since the limit counts compact JSON. With
+    `refuse_results_over`, the body is held until it ends and an answer longer than the limit is
+    measured here, with the standard library's parser, before the SDK sees it: the SDK's validating
+    parse of a 20 MB answer costs about ten times its size in memory, only for it to be refused.
     """
 
     def __init__(
@@ -181,10 +185,19 @@ class CappedBody(httpx2.AsyncByteStream):
         self._on_over = on_over
         self._on_large = on_large
         """Awaited once, when the body passes `LARGE_ANSWER_BYTES` (see `Poll._large_answer`)."""
+        self._limit: int | None = None
+        self._on_result_over: Callable[[int], None] = on_over
+
+    def refuse_results_over(self, limit: int, on_over: Callable[[int], None]) -> None:
+        """Refuse an answer whose JSON-RPC `result` is over `limit` bytes of compact JSON (`json_size`),
+        calling `on_over` with its size, before the SDK parses it."""
+        self._limit = limit
+        self._on_result_over = on_over
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         size = 0
         large = self._on_large
+        held: list[bytes] = []
         async for chunk in self._body:
             size += len(chunk)
             if large is not None and size > LARGE_ANSWER_BYTES:
@@ -193,10 +206,46 @@ class CappedBody(httpx2.AsyncByteStream):
             if size > self._cap:
                 self._on_over(self._cap)
                 raise BodyTooLarge(f"answer body exceeds {self._cap} bytes")
-            yield chunk
+            if self._limit is None:
+                yield chunk
+            else:
+                held.append(chunk)
+        if self._limit is not None and size > self._limit:
+            whole = b"".join(held)
+            held.clear()
+            over = result_size(whole)
+            if over is not None and over > self._limit:
+                self._on_result_over(over)
+                raise BodyTooLarge(f"answer's result exceeds {self._limit} bytes")
+            held.append(whole)  # one chunk: the SDK's join returns it as it is, without a copy
+        while held:
+            yield held.pop(0)
 
     async def aclose(self) -> None:
         await self._body.aclose()
+
+
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def json_size(value: Any) -> int:
+    """Compact-JSON size in UTF-8, counted chunk by chunk: a 20 MB answer is not copied twice more
+    (as one string, then as its bytes) just to be measured."""
+    return sum(
+        len(chunk) if chunk.isascii() else len(chunk.encode("utf-8", "surrogatepass"))
+        for chunk in _COMPACT.iterencode(value)
+    )
+
+
+def result_size(body: bytes) -> int | None:
+    """`json_size` of a JSON-RPC answer's `result`; None for a body that is not one (the SDK then
+    reports it as it would any other)."""
+    try:
+        message = json.loads(body)
+        result = message.get("result") if isinstance(message, dict) else None
+        return json_size(result) if isinstance(result, dict) else None
+    except (ValueError, RecursionError):  # not JSON, or nested past what Python's parser takes
+        return None
 
 
 class NoticedBody(httpx2.AsyncByteStream):

@@ -15,7 +15,6 @@ message is a single readable line without secrets.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import weakref
 from collections.abc import Mapping
@@ -43,7 +42,7 @@ from pydantic import RootModel, ValidationError
 
 from monitor.collect.client.clients import LISTENER, HttpClients, Listener
 from monitor.collect.client.errors import Attempt, clip, stream_error, transport_failure, validation_summary
-from monitor.collect.client.http import CappedBody, EventHooks, media_type, new_client, status_line
+from monitor.collect.client.http import CappedBody, EventHooks, json_size, media_type, new_client, status_line
 from monitor.collect.client.stdio import ResultsSeen
 from monitor.collect.client.target import Era, FetchedListing, Limits, Listed, PollError, Target
 from monitor.core.hosts import HostPolicy
@@ -264,6 +263,8 @@ class Poll(Attempt):
                 response.stream = CappedBody(
                     response.stream, 2 * self.limits.max_bytes, self._too_big, self._large_answer
                 )
+                if self.stage.startswith("tools/list"):
+                    response.stream.refuse_results_over(self.limits.max_bytes, self._result_too_big)
 
     async def _large_answer(self) -> None:
         """Take the process's large-answer turn (held until the listing is read or the poll ends), so
@@ -284,6 +285,14 @@ class Poll(Attempt):
                 PollErrorKind.LIMIT,
                 f"listing exceeds {self.limits.max_bytes} bytes: the answer to {self.stage} "
                 f"passed {cap} bytes as it arrived",
+            )
+
+    def _result_too_big(self, size: int) -> None:
+        if self.oversized is None:
+            self.oversized = PollError(
+                PollErrorKind.LIMIT,
+                f"listing exceeds {self.limits.max_bytes} bytes: the answer to {self.stage} "
+                f"holds {size} bytes of compact JSON",
             )
 
     async def _on_message(self, message: IncomingMessage) -> None:
@@ -428,7 +437,7 @@ class Poll(Attempt):
                 result = (await session.send_request(types.ListToolsRequest(params=params), _Raw)).root
             except ValidationError as exc:
                 result = self._kept_despite(exc, listed.pages)
-            listed.size += _json_size(result)
+            listed.size += json_size(result)
             if listed.size > limits.max_bytes:
                 raise PollError(
                     PollErrorKind.LIMIT, f"listing exceeds {limits.max_bytes} bytes (at page {pages})"
@@ -481,15 +490,3 @@ def _supported_versions(error: MCPError) -> list[str] | None:
         return types.UnsupportedProtocolVersionErrorData.model_validate(error.data).supported
     except ValidationError:
         return None
-
-
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
-
-def _json_size(value: Any) -> int:
-    """Compact-JSON size in UTF-8, counted chunk by chunk: a 20 MB answer is not copied twice more
-    (as one string, then as its bytes) just to be measured."""
-    return sum(
-        len(chunk) if chunk.isascii() else len(chunk.encode("utf-8", "surrogatepass"))
-        for chunk in _COMPACT.iterencode(value)
-    )

@@ -13,7 +13,7 @@ from monitor.core.rules import listings as _listings  # noqa: F401 - registers w
 from monitor.core.rules import servers as _servers  # noqa: F401 - registers server and session rules
 from monitor.core.rules import views as _views  # noqa: F401 - registers the client-view rules
 from monitor.core.rules.catalog import CATALOG, Check, Rule, Scope
-from monitor.core.rules.content import schema_diff
+from monitor.core.rules.content import iter_schema_diff, schema_diff
 
 TOOL_RULES: tuple[Rule, ...] = tuple(r for r in CATALOG.values() if r.scope == "tool")
 
@@ -26,5 +26,6 @@ __all__ = [
     "Scope",
     "Severity",
     "ToolChange",
+    "iter_schema_diff",
     "schema_diff",
 ]

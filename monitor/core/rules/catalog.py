@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from monitor.core.findings import Finding, Severity, ToolChange
+from monitor.core.findings import Finding, Severity, ToolChange, kept_value
 
 Check = Callable[[ToolChange], Iterator[Finding]]
 Scope = Literal["tool", "server", "session"]
@@ -36,8 +36,8 @@ class Rule:
             severity=severity or self.severity,
             tool=change.name if change else None,
             field=field,
-            old=old,
-            new=new,
+            old=kept_value(old),
+            new=kept_value(new),
             message=message,
             detail=detail,
         )

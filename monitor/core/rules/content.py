@@ -130,20 +130,23 @@ def _required_added(change: ToolChange) -> Iterator[Finding]:
 
 def schema_diff(old: Any, new: Any, path: str = "") -> list[dict[str, Any]]:
     """Leaf-level changes between two JSON values, as {path, old, new} rows a person can read."""
+    return list(iter_schema_diff(old, new, path))
+
+
+def iter_schema_diff(old: Any, new: Any, path: str = "") -> Iterator[dict[str, Any]]:
+    """`schema_diff`'s rows one at a time, in the same order: a page that shows the first few rows of
+    a change no finding describes stops after them instead of building 100,000 rows."""
     if isinstance(old, Mapping) and isinstance(new, Mapping):
-        rows: list[dict[str, Any]] = []
         for key in sorted(set(old) | set(new), key=str):
             child = f"{path}.{key}" if path else str(key)
             if key not in old:
-                rows.append({"path": child, "op": "added", "new": new[key]})
+                yield {"path": child, "op": "added", "new": new[key]}
             elif key not in new:
-                rows.append({"path": child, "op": "removed", "old": old[key]})
+                yield {"path": child, "op": "removed", "old": old[key]}
             else:
-                rows.extend(schema_diff(old[key], new[key], child))
-        return rows
-    if _same_json(old, new):
-        return []
-    return [{"path": path or "(root)", "op": "changed", "old": old, "new": new}]
+                yield from iter_schema_diff(old[key], new[key], child)
+    elif not _same_json(old, new):
+        yield {"path": path or "(root)", "op": "changed", "old": old, "new": new}
 
 
 def _same_json(a: Any, b: Any) -> bool:

@@ -6,6 +6,8 @@ one diff engine (`monitor.core.diff.diff_listings`) over the stored tools. Nothi
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -155,6 +157,18 @@ def listing_tools(session: Session, listing_id: int) -> list[dict[str, Any]]:
     return [definition if meta is None else {**definition, "_meta": meta} for definition, meta in rows]
 
 
+def listing_fingerprints(session: Session, listing_id: int) -> dict[str, str]:
+    """Tool name -> the stored content address of its definition, for links to the raw JSON (hashing
+    a hostile 3 MB definition again per page view cost half a second)."""
+    return dict(
+        session.execute(
+            select(ToolDefinition.name, ToolDefinition.fingerprint)
+            .join(ListingTool, ListingTool.tool_id == ToolDefinition.id)
+            .where(ListingTool.listing_id == listing_id)
+        ).all()
+    )
+
+
 # --- diffs ---------------------------------------------------------------------------------
 
 
@@ -166,6 +180,10 @@ class ToolChangeView:
     old: dict[str, Any] | None
     new: dict[str, Any] | None
     findings: list[FindingFields] = field(default_factory=list)
+    old_fingerprint: str | None = None
+    """The stored content addresses of the two definitions, so a page links to their raw JSON without
+    hashing megabytes per view."""
+    new_fingerprint: str | None = None
 
     @property
     def worst(self) -> str | None:
@@ -217,12 +235,52 @@ def _definitions(session: Session, ids: Iterable[int]) -> dict[int, dict[str, An
     return found
 
 
+def _fingerprints(session: Session, ids: Iterable[int]) -> dict[int, str]:
+    wanted = sorted(set(ids))
+    found: dict[int, str] = {}
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        found.update(
+            session.execute(
+                select(ToolDefinition.id, ToolDefinition.fingerprint).where(ToolDefinition.id.in_(chunk))
+            ).all()
+        )
+    return found
+
+
+FAR_DIFFS_KEPT = 16
+"""Findings of version pairs no poll compared (not adjacent) kept per process, by the two listings'
+content addresses: such a pair's page diffs its tools on its first view, not on every view (a
+hostile schema of 100,000 properties takes seconds to diff)."""
+_far_diffs: OrderedDict[tuple[str, str], list[FindingFields]] = OrderedDict()
+_far_diffs_lock = threading.Lock()
+
+
+def _far_findings(old: str, new: str, tools: Sequence[ToolChangeView]) -> list[FindingFields]:
+    with _far_diffs_lock:
+        if (old, new) in _far_diffs:
+            _far_diffs.move_to_end((old, new))
+            return list(_far_diffs[old, new])
+    findings = [
+        FindingFields.model_validate(f)
+        for f in diff_listings(
+            [t.old for t in tools if t.old is not None], [t.new for t in tools if t.new is not None]
+        ).findings
+    ]
+    with _far_diffs_lock:
+        _far_diffs[old, new] = findings
+        while len(_far_diffs) > FAR_DIFFS_KEPT:
+            _far_diffs.popitem(last=False)
+    return list(findings)
+
+
 def diff_versions(session: Session, server_id: int, old_version: int, new_version: int) -> DiffView | None:
     """The changed tools between two versions of one server, with findings about each.
 
     Only tools whose stored definition differs are loaded. Consecutive versions show the findings
     stored when the change was detected; other pairs run the diff engine over the changed tools
-    (a tool identical on both sides can yield no finding, so leaving it out changes nothing).
+    (a tool identical on both sides can yield no finding, so leaving it out changes nothing), once
+    per pair of listings while it stays among the `FAR_DIFFS_KEPT` newest compared.
     """
     old = find_snapshot(session, server_id, old_version)
     new = find_snapshot(session, server_id, new_version)
@@ -240,11 +298,14 @@ def diff_versions(session: Session, server_id: int, old_version: int, new_versio
         [old_members[n] for n in changed if n in old_members]
         + [new_members[n] for n in changed if n in new_members],
     )
+    fingerprints = _fingerprints(session, definitions)
     tools = {
         name: ToolChangeView(
             name,
             definitions.get(old_members[name]) if name in old_members else None,
             definitions.get(new_members[name]) if name in new_members else None,
+            old_fingerprint=fingerprints.get(old_members[name]) if name in old_members else None,
+            new_fingerprint=fingerprints.get(new_members[name]) if name in new_members else None,
         )
         for name in changed
     }
@@ -260,9 +321,7 @@ def diff_versions(session: Session, server_id: int, old_version: int, new_versio
     elif old.id == new.id:
         findings = []
     else:
-        old_tools = [t.old for t in tools.values() if t.old is not None]
-        new_tools = [t.new for t in tools.values() if t.new is not None]
-        findings = [FindingFields.model_validate(f) for f in diff_listings(old_tools, new_tools).findings]
+        findings = _far_findings(old.fingerprint, new.fingerprint, list(tools.values()))
     for finding in findings:
         if finding.tool is not None:
             tools.setdefault(finding.tool, ToolChangeView(finding.tool, None, None)).findings.append(finding)

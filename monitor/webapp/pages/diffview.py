@@ -6,12 +6,13 @@ the effective values hosts act on, each marked declared or the specification's d
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import chain, islice
 from typing import Any
 
 from monitor.core.listing import HINT_DEFAULTS, annotations_of, effective_hints
-from monitor.core.rules import schema_diff
+from monitor.core.rules import iter_schema_diff
 from monitor.core.text import word_diff
 from monitor.store.queries import ToolChangeView
 from monitor.webapp.pages.rendering import compact_json
@@ -90,8 +91,9 @@ class ToolDiffView:
     description: list[tuple[str, str]] | None
     schemas: list[tuple[str, list[dict[str, Any]]]]
     others: list[dict[str, Any]]
-    hidden_rows: dict[str, int] = field(default_factory=dict)
-    """Rows of each schema table (and "others") left out past `ROWS_SHOWN`."""
+    hidden_rows: dict[str, int | None] = field(default_factory=dict)
+    """Rows of each schema table (and "others") left out past `ROWS_SHOWN`; None when there are more
+    but they were not counted (a change no finding describes is walked only as far as it is shown)."""
 
     @property
     def only(self) -> Mapping[str, Any] | None:
@@ -146,26 +148,57 @@ def tool_diff_view(change: ToolChangeView) -> ToolDiffView:
     ):
         description = _word_diff_of(change, old.get("description"), new.get("description"))
     schemas: list[tuple[str, list[dict[str, Any]]]] = []
-    hidden: dict[str, int] = {}
+    hidden: dict[str, int | None] = {}
+    others: list[dict[str, Any]] = []
     if old is not None and new is not None:
         for key in ("inputSchema", "outputSchema"):
-            rows = schema_diff(old.get(key), new.get(key))
+            rows, more = _schema_rows(change, key)
             if rows:
-                schemas.append((key, rows[:ROWS_SHOWN]))
-                hidden[key] = len(rows) - len(rows[:ROWS_SHOWN])
-        others = schema_diff(
-            {k: v for k, v in old.items() if k not in _SHOWN_KEYS},
-            {k: v for k, v in new.items() if k not in _SHOWN_KEYS},
+                schemas.append((key, rows))
+                hidden[key] = more
+        others, hidden["others"] = _first_rows(
+            iter_schema_diff(
+                {k: v for k, v in old.items() if k not in _SHOWN_KEYS},
+                {k: v for k, v in new.items() if k not in _SHOWN_KEYS},
+            ),
+            iter_schema_diff(_extra_annotations(old), _extra_annotations(new), "annotations"),
         )
-        others += schema_diff(_extra_annotations(old), _extra_annotations(new), "annotations")
         old_ann, new_ann = old.get("annotations"), new.get("annotations")
         if isinstance(old_ann, Mapping) != isinstance(new_ann, Mapping):
             others.append({"path": "annotations", "op": "changed", "old": old_ann, "new": new_ann})
-        hidden["others"] = max(0, len(others) - ROWS_SHOWN)
-        others = others[:ROWS_SHOWN]
-    else:
-        others = []
     return ToolDiffView(change, hints, texts, description, schemas, others, hidden)
+
+
+_SCHEMA_RULES = {"inputSchema": "input-schema-changed", "outputSchema": "output-schema-changed"}
+
+
+def _schema_rows(change: ToolChangeView, key: str) -> tuple[list[dict[str, Any]], int | None]:
+    """The rows shown for one schema and how many more there are, from the findings when the change
+    has any: the rows were computed once, when the change was recorded (capped and counted there),
+    and a page view must not walk a schema of 100,000 properties again. A change without findings
+    (pruned, or stored before findings kept rows) is walked only as far as the page shows."""
+    if change.findings:
+        rows: list[dict[str, Any]] = []
+        omitted = 0
+        described = True
+        for finding in change.findings:
+            detail = finding.detail if isinstance(finding.detail, Mapping) else {}
+            if finding.rule == _SCHEMA_RULES[key]:
+                described = described and isinstance(detail.get("schema_diff"), list)
+                rows += [dict(row) for row in detail.get("schema_diff") or () if isinstance(row, Mapping)]
+                omitted += int(detail.get("schema_diff_omitted") or 0)
+            elif finding.rule == "required-argument-added" and key == "inputSchema":
+                rows.append({"path": "required", "op": "added", "new": [finding.new]})
+        if described:
+            return rows[:ROWS_SHOWN], max(0, len(rows) - ROWS_SHOWN) + omitted
+    assert change.old is not None and change.new is not None
+    return _first_rows(iter_schema_diff(change.old.get(key), change.new.get(key)))
+
+
+def _first_rows(*tables: Iterator[dict[str, Any]]) -> tuple[list[dict[str, Any]], int | None]:
+    """The first `ROWS_SHOWN` rows of the tables in turn, and 0 (none left) or None (more, uncounted)."""
+    rows = list(islice(chain(*tables), ROWS_SHOWN + 1))
+    return rows[:ROWS_SHOWN], None if len(rows) > ROWS_SHOWN else 0
 
 
 def _title_field(tool: Mapping[str, Any] | None, path: str) -> Any:

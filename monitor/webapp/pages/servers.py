@@ -40,6 +40,7 @@ def server_page(
     versions = queries.list_snapshots(session, server.id, limit=VERSIONS_PER_PAGE + 1, before=cursor)
     summaries = queries.version_summaries(session, [v.id for v in versions])
     tools = queries.listing_tools(session, server.current.listing_id) if server.current else []
+    fingerprints = queries.listing_fingerprints(session, server.current.listing_id) if server.current else {}
     alerts = queries.list_alerts(
         session, states=AlertState.unresolved(), server_id=server.id, worst_first=True, limit=20
     )
@@ -57,7 +58,7 @@ def server_page(
         versions=versions,
         summaries={sid: (count, SEVERITIES[::-1][rank]) for sid, (count, rank) in summaries.items()},
         older=versions[-1].version if more else None,
-        tools=[(tool, hint_badges(tool)) for tool in tools],
+        tools=[(tool, hint_badges(tool), fingerprints.get(str(tool.get("name")))) for tool in tools],
         alerts=alerts,
         attempts=attempts,
         **server_approvals(request, session, server),
@@ -126,7 +127,15 @@ def tool_page(request: Request, server: TheServer, tool: str, session: ReadSessi
         if previous is None:
             steps.append((run, None))
         else:
-            change = queries.ToolChangeView(tool, previous.definition, run.definition)
+            # The findings recorded at this step carry its schema rows: no per-view diff.
+            change = queries.ToolChangeView(
+                tool,
+                previous.definition,
+                run.definition,
+                list(run.findings),
+                old_fingerprint=previous.fingerprint,
+                new_fingerprint=run.fingerprint,
+            )
             steps.append((run, tool_diff_view(change)))
         previous = run
     steps.reverse()
