@@ -9,6 +9,7 @@ one in a transaction of its own. A long-running `serve` polls on kept HTTP clien
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import time
@@ -57,6 +58,9 @@ class Poller:
         self.batches = GroupCommit(store, self.writer)
         self.clients: HttpClients | None = None
         """Kept HTTP clients (a long-running `serve` sets them); None: each poll makes its own."""
+        self.indexed: dict[int, tuple[bytes, str]] = {}
+        """Per server, the digest of the tools' JSON its last listing had and that listing's
+        fingerprint (two small values per server ever polled by this process; see `_index`)."""
 
     def close(self) -> None:
         self.writer.shutdown(wait=True)
@@ -100,7 +104,7 @@ class Poller:
         except PollError as exc:
             return await self._failure(job, exc.kind, exc.message, started, clock)
         try:
-            listing = CanonicalListing.of(validate_tools(fetched.tools))
+            listing = self._index(job.server_id, fetched.tools)
         except (ListingError, NotIJSONError, RecursionError) as exc:
             message = "listing is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
             raw = raw_payload(fetched.tools)
@@ -153,6 +157,24 @@ class Poller:
             return await self._write(self.store.record, poll)
         # The common case, an unchanged listing, commits with others; a new version on its own.
         return await self.batches.record(poll) or await self._write(self.store.record, poll)
+
+    def _index(self, server_id: int, tools: list[Any]) -> CanonicalListing:
+        """The checked, canonical listing of `tools` (`ListingError`, `NotIJSONError` if not one).
+
+        Most polls see the very listing their server sent last time. Checking and canonicalising
+        it costs several times more than writing its JSON once in C, and both depend on nothing
+        but that JSON (identical JSON text means an identical parsed value), so when the text's
+        digest matches the server's last one the listing takes that listing's fingerprint, and its
+        forms are computed only if something reads them (`CanonicalListing.known`).
+        """
+        digest = _digest(tools)
+        last = self.indexed.get(server_id)
+        if digest is not None and last is not None and last[0] == digest:
+            return CanonicalListing.known(tools, last[1])
+        listing = CanonicalListing.of(validate_tools(tools))
+        if digest is not None:
+            self.indexed[server_id] = (digest, listing.fingerprint)
+        return listing
 
     async def _fetch(self, job: Job) -> FetchedListing:
         try:
@@ -227,6 +249,15 @@ def raw_payload(tools: list[Any]) -> str | None:
     except (RecursionError, ValueError):
         return None
     return text if len(text) <= RAW_PAYLOAD_LIMIT else text[:RAW_PAYLOAD_LIMIT] + "\n[cut at 1 MiB]"
+
+
+def _digest(tools: list[Any]) -> bytes | None:
+    """SHA-256 of the tools' ASCII JSON (every value, lone surrogates and all, written distinctly);
+    None when it cannot be written (nesting too deep: the full check reports that)."""
+    try:
+        return hashlib.sha256(json.dumps(tools, separators=(",", ":")).encode("ascii")).digest()
+    except RecursionError:
+        return None
 
 
 def _metas(tools: list[dict[str, Any]]) -> dict[str, Any]:

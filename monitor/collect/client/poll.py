@@ -46,6 +46,7 @@ from monitor.collect.client.errors import Attempt, clip, stream_error, transport
 from monitor.collect.client.http import CappedBody, EventHooks, media_type, new_client, status_line
 from monitor.collect.client.stdio import ResultsSeen
 from monitor.collect.client.target import Era, FetchedListing, Limits, Listed, PollError, Target
+from monitor.collect.client.transport import poll_transport
 from monitor.core.hosts import HostPolicy
 from monitor.core.states import PollErrorKind, ServerOrigin
 
@@ -115,6 +116,10 @@ def as_sse(target: Target) -> Target:
 
 class Poll(Attempt):
     """One poll, and the session machinery a watch session shares (it extends this)."""
+
+    notifications = False
+    """Whether the session listens for server notifications (a watch does); a poll opens no GET
+    stream for them (`transport.poll_transport`)."""
 
     def __init__(self, target: Target, limits: Limits, clients: HttpClients | None = None) -> None:
         super().__init__(target, limits)
@@ -212,7 +217,7 @@ class Poll(Attempt):
         if target.transport == "http" and self.clients is not None:
             token = LISTENER.set(Listener(self._on_response, self._refuse))
             stack.callback(LISTENER.reset, token)
-            return streamable_http_client(
+            return poll_transport(
                 target.url,
                 http_client=self.clients.client(target, self.limits),
                 max_sse_event_size=self.limits.max_bytes,
@@ -221,9 +226,8 @@ class Poll(Attempt):
             client = await stack.enter_async_context(
                 self._http_client(dict(target.headers), httpx2.Timeout(self.limits.timeout))
             )
-            return streamable_http_client(
-                target.url, http_client=client, max_sse_event_size=self.limits.max_bytes
-            )
+            opened = streamable_http_client if self.notifications else poll_transport
+            return opened(target.url, http_client=client, max_sse_event_size=self.limits.max_bytes)
         return sse_client(
             target.url,
             headers=dict(target.headers),
@@ -483,13 +487,9 @@ def _supported_versions(error: MCPError) -> list[str] | None:
         return None
 
 
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
-
 def _json_size(value: Any) -> int:
-    """Compact-JSON size in UTF-8, counted chunk by chunk: a 20 MB answer is not copied twice more
-    (as one string, then as its bytes) just to be measured."""
-    return sum(
-        len(chunk) if chunk.isascii() else len(chunk.encode("utf-8", "surrogatepass"))
-        for chunk in _COMPACT.iterencode(value)
-    )
+    """Compact-JSON size in UTF-8. `json.dumps` runs in C (`iterencode` would run the pure-Python
+    encoder, ~4 ms for a 50-tool page); the one text it builds is bounded like the answer itself,
+    and answers past `LARGE_ANSWER_BYTES` are measured one at a time (`Poll._large_answer`)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
