@@ -384,7 +384,7 @@ async def test_a_listing_seen_again_keeps_its_fingerprint_and_a_changed_one_is_i
             again = await poller.poll_one(job)
             record_poll(store, job.server_id, tools(version=3), datetime.now(UTC))
             back = await poller.poll_one(job)
-            path.write_text(json.dumps(tools(version=2)))
+            await asyncio.to_thread(path.write_text, json.dumps(tools(version=2)))
             changed = await poller.poll_one(job)
         finally:
             poller.close()

@@ -9,6 +9,7 @@ one in a transaction of its own. A long-running `serve` polls on kept HTTP clien
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -104,14 +105,14 @@ class Poller:
         except PollError as exc:
             return await self._failure(job, exc.kind, exc.message, started, clock)
         try:
-            listing = self._index(job.server_id, fetched.tools)
+            listing, seen_again = self._index(job.server_id, fetched.tools)
         except (ListingError, NotIJSONError, RecursionError) as exc:
             message = "listing is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
             raw = raw_payload(fetched.tools)
             return await self._failure(job, PollErrorKind.MALFORMED, message, started, clock, raw)
         views, view_errors = await self._views(job)
         try:
-            outcome = await self._record_success(job, fetched, listing, views, started, clock)
+            outcome = await self._record_success(job, fetched, listing, views, started, clock, seen_again)
         except (SQLAlchemyError, ValueError, RecursionError) as exc:
             # The database refused the listing (a value one of them cannot hold), or recording it
             # failed on what the server sent: the poll is still a recorded outcome, counted towards
@@ -131,11 +132,12 @@ class Poller:
         views: list[View],
         started: datetime,
         clock: float,
+        seen_again: bool,
     ) -> PollOutcome:
-        try:
-            prepared = await asyncio.to_thread(self.store.prepare_diff, job.server_id, listing)
-        except (SQLAlchemyError, ValueError, RecursionError):
-            prepared = None  # the writer computes the diff itself, and records what goes wrong
+        prepared = None  # without one, the writer computes the diff itself, and records what goes wrong
+        if not seen_again:  # a listing seen again is almost always its server's current one: no diff
+            with contextlib.suppress(SQLAlchemyError, ValueError, RecursionError):
+                prepared = await asyncio.to_thread(self.store.prepare_diff, job.server_id, listing)
         poll = SuccessfulPoll(
             job.server_id,
             listing,
@@ -158,8 +160,9 @@ class Poller:
         # The common case, an unchanged listing, commits with others; a new version on its own.
         return await self.batches.record(poll) or await self._write(self.store.record, poll)
 
-    def _index(self, server_id: int, tools: list[Any]) -> CanonicalListing:
-        """The checked, canonical listing of `tools` (`ListingError`, `NotIJSONError` if not one).
+    def _index(self, server_id: int, tools: list[Any]) -> tuple[CanonicalListing, bool]:
+        """The checked, canonical listing of `tools` (`ListingError`, `NotIJSONError` if not one),
+        and whether it is the one the server sent last time.
 
         Most polls see the very listing their server sent last time. Checking and canonicalising
         it costs several times more than writing its JSON once in C, and both depend on nothing
@@ -170,11 +173,11 @@ class Poller:
         digest = _digest(tools)
         last = self.indexed.get(server_id)
         if digest is not None and last is not None and last[0] == digest:
-            return CanonicalListing.known(tools, last[1])
+            return CanonicalListing.known(tools, last[1]), True
         listing = CanonicalListing.of(validate_tools(tools))
         if digest is not None:
             self.indexed[server_id] = (digest, listing.fingerprint)
-        return listing
+        return listing, False
 
     async def _fetch(self, job: Job) -> FetchedListing:
         try:
