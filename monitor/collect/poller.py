@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import time
@@ -60,7 +59,7 @@ class Poller:
         self.clients: HttpClients | None = None
         """Kept HTTP clients (a long-running `serve` sets them); None: each poll makes its own."""
         self.indexed: dict[int, tuple[bytes, str]] = {}
-        """Per server, the digest of the tools' JSON its last listing had and that listing's
+        """Per server, the digest of its last listing's pages (`FetchedListing.digest`) and that listing's
         fingerprint (two small values per server ever polled by this process; see `_index`)."""
 
     def close(self) -> None:
@@ -105,7 +104,7 @@ class Poller:
         except PollError as exc:
             return await self._failure(job, exc.kind, exc.message, started, clock)
         try:
-            listing, seen_again = self._index(job.server_id, fetched.tools)
+            listing, seen_again = self._index(job.server_id, fetched)
         except (ListingError, NotIJSONError, RecursionError) as exc:
             message = "listing is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
             raw = raw_payload(fetched.tools)
@@ -160,17 +159,17 @@ class Poller:
         # The common case, an unchanged listing, commits with others; a new version on its own.
         return await self.batches.record(poll) or await self._write(self.store.record, poll)
 
-    def _index(self, server_id: int, tools: list[Any]) -> tuple[CanonicalListing, bool]:
-        """The checked, canonical listing of `tools` (`ListingError`, `NotIJSONError` if not one),
-        and whether it is the one the server sent last time.
+    def _index(self, server_id: int, fetched: FetchedListing) -> tuple[CanonicalListing, bool]:
+        """The checked, canonical listing of the fetched tools (`ListingError`, `NotIJSONError` if
+        not one), and whether it is the one the server sent last time.
 
         Most polls see the very listing their server sent last time. Checking and canonicalising
-        it costs several times more than writing its JSON once in C, and both depend on nothing
-        but that JSON (identical JSON text means an identical parsed value), so when the text's
+        it costs several times more than the JSON text the client wrote anyway to measure it, and
+        both depend on nothing but that text (the same text, the same parsed value), so when its
         digest matches the server's last one the listing takes that listing's fingerprint, and its
         forms are computed only if something reads them (`CanonicalListing.known`).
         """
-        digest = _digest(tools)
+        digest, tools = fetched.digest, fetched.tools
         last = self.indexed.get(server_id)
         if digest is not None and last is not None and last[0] == digest:
             return CanonicalListing.known(tools, last[1]), True
@@ -252,15 +251,6 @@ def raw_payload(tools: list[Any]) -> str | None:
     except (RecursionError, ValueError):
         return None
     return text if len(text) <= RAW_PAYLOAD_LIMIT else text[:RAW_PAYLOAD_LIMIT] + "\n[cut at 1 MiB]"
-
-
-def _digest(tools: list[Any]) -> bytes | None:
-    """SHA-256 of the tools' ASCII JSON (every value, lone surrogates and all, written distinctly);
-    None when it cannot be written (nesting too deep: the full check reports that)."""
-    try:
-        return hashlib.sha256(json.dumps(tools, separators=(",", ":")).encode("ascii")).digest()
-    except RecursionError:
-        return None
 
 
 def _metas(tools: list[dict[str, Any]]) -> dict[str, Any]:
