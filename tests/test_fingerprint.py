@@ -90,6 +90,15 @@ def test_fingerprint_matches_spec_formula(tools: list[dict[str, Any]]) -> None:
     assert CanonicalListing.of(tools).fingerprint == fingerprint(tools)
 
 
+@given(listings())
+def test_a_known_listing_computes_the_same_forms_when_read(tools: list[dict[str, Any]]) -> None:
+    """`CanonicalListing.known` (a listing seen again, its fingerprint remembered) defers the forms;
+    read, they are the ones `of` computes, and so is everything built on them."""
+    built = CanonicalListing.of(tools)
+    known = CanonicalListing.known(json.loads(json.dumps(tools)), built.fingerprint)
+    assert known.forms == built.forms and known.canonical == built.canonical and known == built
+
+
 @given(listings(), st.randoms(use_true_random=False))
 def test_fingerprint_ignores_tool_order_and_key_order(
     tools: list[dict[str, Any]], rng: random.Random

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from alembic import command
 from sqlalchemy import Engine, MetaData, Table, event, func, select
@@ -19,6 +20,7 @@ from support import WAIT, http_server, raw_fleet, record_poll, tool, wait_until
 
 from monitor.collect.client import Limits, Target, fetch_listing
 from monitor.collect.client.clients import HttpClients
+from monitor.collect.client.poll import Poll
 from monitor.collect.poller import Poller
 from monitor.collect.scheduler import Scheduler
 from monitor.config import Config, MonitorSettings, ServerConfig
@@ -328,3 +330,71 @@ async def test_claims_refill_as_polls_finish(store: Store, tmp_path: Path) -> No
             poller.close()
     with store.sessions() as session:
         assert session.scalar(select(func.count()).where(Server.lease_owner.is_not(None))) == 0
+
+
+class MethodsSeen(Poll):
+    """A poll that notes the HTTP method of every answer it gets (the transport calls this hook)."""
+
+    def __init__(self, target: Target, limits: Limits, clients: HttpClients | None) -> None:
+        super().__init__(target, limits, clients)
+        self.methods: list[str] = []
+
+    async def _on_response(self, response: httpx2.Response) -> None:
+        self.methods.append(response.request.method)
+        await super()._on_response(response)
+
+
+@pytest.mark.parametrize("kept", [True, False])
+async def test_a_poll_opens_no_notification_stream(tmp_path: Path, kept: bool) -> None:
+    """A poll reads one listing and ends its session, so it sends no GET for server notifications
+    (a stateful SDK server would hold one open): only the POSTs of the protocol and the DELETE
+    that ends the session, on a kept client or on a client of its own."""
+    with http_server("fastmcp_server.py", tools_file(tmp_path)) as url:
+        clients = HttpClients(keepalive=60) if kept else None
+        target = Target(name="s", transport="http", url=url, origin=ServerOrigin.CONFIG)
+        poll = MethodsSeen(target, Limits(timeout=WAIT), clients)
+        try:
+            listing = await poll.run()
+        finally:
+            if clients is not None:
+                await clients.aclose()
+    assert [t["name"] for t in listing.tools] == ["search", "delete"]
+    assert "GET" not in poll.methods and poll.methods.count("DELETE") == 1, poll.methods
+    assert poll.methods[0] == "POST" and len(poll.methods) >= 4, poll.methods
+
+
+async def test_a_listing_seen_again_keeps_its_fingerprint_and_a_changed_one_is_indexed(
+    store: Store, tmp_path: Path
+) -> None:
+    """The poller skips checking and canonicalising a listing whose JSON is the one its server sent
+    last time. The same listing keeps its fingerprint; a changed one gets its own; and when the
+    stored version moved meanwhile (another instance recorded one), the listing seen again is
+    recorded as a new version whose tools are the server's, though its forms were left lazy."""
+    path = Path(tools_file(tmp_path))
+    with http_server("fastmcp_server.py", str(path)) as url:
+        config = Config(
+            monitor=MonitorSettings(poll_timeout=WAIT),
+            servers=[ServerConfig(name="s", transport="http", url=url)],
+            source="test",
+        )
+        poller = Poller(store, config)
+        try:
+            (job,) = poller.jobs()
+            first = await poller.poll_one(job)
+            again = await poller.poll_one(job)
+            record_poll(store, job.server_id, tools(version=3), datetime.now(UTC))
+            back = await poller.poll_one(job)
+            await asyncio.to_thread(path.write_text, json.dumps(tools(version=2)))
+            changed = await poller.poll_one(job)
+        finally:
+            poller.close()
+    expected = CanonicalListing.of(tools())
+    assert first.new_version and first.fingerprint == expected.fingerprint
+    assert not again.new_version and again.fingerprint == expected.fingerprint and again.tool_count == 2
+    assert back.new_version and back.fingerprint == expected.fingerprint and back.version == 3
+    assert changed.new_version and changed.fingerprint == CanonicalListing.of(tools(version=2)).fingerprint
+    with store.sessions() as session:
+        versions = session.scalars(
+            select(Snapshot.version).where(Snapshot.server_id == job.server_id).order_by(Snapshot.version)
+        ).all()
+    assert versions == [1, 2, 3, 4]

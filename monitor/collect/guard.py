@@ -47,7 +47,8 @@ def guard_listing(target: Target, fetched: FetchedListing) -> Guarded:
     if not counter[0]:
         return Guarded(fetched, 0)
     return Guarded(
-        replace(fetched, tools=tools, server_info=server_info, capabilities=capabilities), counter[0]
+        replace(fetched, tools=tools, server_info=server_info, capabilities=capabilities, digest=None),
+        counter[0],
     )
 
 

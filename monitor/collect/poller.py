@@ -9,6 +9,7 @@ one in a transaction of its own. A long-running `serve` polls on kept HTTP clien
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -57,6 +58,9 @@ class Poller:
         self.batches = GroupCommit(store, self.writer)
         self.clients: HttpClients | None = None
         """Kept HTTP clients (a long-running `serve` sets them); None: each poll makes its own."""
+        self.indexed: dict[int, tuple[bytes, str]] = {}
+        """Per server, the digest of its last listing's pages (`FetchedListing.digest`) and that listing's
+        fingerprint (two small values per server ever polled by this process; see `_index`)."""
 
     def close(self) -> None:
         self.writer.shutdown(wait=True)
@@ -100,14 +104,14 @@ class Poller:
         except PollError as exc:
             return await self._failure(job, exc.kind, exc.message, started, clock)
         try:
-            listing = CanonicalListing.of(validate_tools(fetched.tools))
+            listing, seen_again = self._index(job.server_id, fetched)
         except (ListingError, NotIJSONError, RecursionError) as exc:
             message = "listing is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
             raw = raw_payload(fetched.tools)
             return await self._failure(job, PollErrorKind.MALFORMED, message, started, clock, raw)
         views, view_errors = await self._views(job)
         try:
-            outcome = await self._record_success(job, fetched, listing, views, started, clock)
+            outcome = await self._record_success(job, fetched, listing, views, started, clock, seen_again)
         except (SQLAlchemyError, ValueError, RecursionError) as exc:
             # The database refused the listing (a value one of them cannot hold), or recording it
             # failed on what the server sent: the poll is still a recorded outcome, counted towards
@@ -127,11 +131,12 @@ class Poller:
         views: list[View],
         started: datetime,
         clock: float,
+        seen_again: bool,
     ) -> PollOutcome:
-        try:
-            prepared = await asyncio.to_thread(self.store.prepare_diff, job.server_id, listing)
-        except (SQLAlchemyError, ValueError, RecursionError):
-            prepared = None  # the writer computes the diff itself, and records what goes wrong
+        prepared = None  # without one, the writer computes the diff itself, and records what goes wrong
+        if not seen_again:  # a listing seen again is almost always its server's current one: no diff
+            with contextlib.suppress(SQLAlchemyError, ValueError, RecursionError):
+                prepared = await asyncio.to_thread(self.store.prepare_diff, job.server_id, listing)
         poll = SuccessfulPoll(
             job.server_id,
             listing,
@@ -153,6 +158,25 @@ class Poller:
             return await self._write(self.store.record, poll)
         # The common case, an unchanged listing, commits with others; a new version on its own.
         return await self.batches.record(poll) or await self._write(self.store.record, poll)
+
+    def _index(self, server_id: int, fetched: FetchedListing) -> tuple[CanonicalListing, bool]:
+        """The checked, canonical listing of the fetched tools (`ListingError`, `NotIJSONError` if
+        not one), and whether it is the one the server sent last time.
+
+        Most polls see the very listing their server sent last time. Checking and canonicalising
+        it costs several times more than the JSON text the client wrote anyway to measure it, and
+        both depend on nothing but that text (the same text, the same parsed value), so when its
+        digest matches the server's last one the listing takes that listing's fingerprint, and its
+        forms are computed only if something reads them (`CanonicalListing.known`).
+        """
+        digest, tools = fetched.digest, fetched.tools
+        last = self.indexed.get(server_id)
+        if digest is not None and last is not None and last[0] == digest:
+            return CanonicalListing.known(tools, last[1]), True
+        listing = CanonicalListing.of(validate_tools(tools))
+        if digest is not None:
+            self.indexed[server_id] = (digest, listing.fingerprint)
+        return listing, False
 
     async def _fetch(self, job: Job) -> FetchedListing:
         try:

@@ -20,7 +20,6 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import rfc8785
@@ -133,17 +132,23 @@ def utf16_order(name: str) -> bytes:
     return name.encode("utf-16-be", "surrogatepass")
 
 
-@dataclass(frozen=True)
 class CanonicalListing:
     """A listing indexed by tool name with each tool's canonical form and the listing fingerprint.
 
     Built once when a listing arrives; diffs and storage then compare and address tools by these
-    forms without serialising anything again.
+    forms without serialising anything again. A listing whose fingerprint is already known (the
+    poller saw the very same JSON from the server last time, see `known`) computes its forms only
+    if something reads them: an unchanged poll, the common case, never does.
     """
 
-    tools: dict[str, Mapping[str, Any]]
-    forms: dict[str, str]
-    fingerprint: str
+    __slots__ = ("_forms", "fingerprint", "tools")
+
+    def __init__(
+        self, tools: dict[str, Mapping[str, Any]], forms: dict[str, str] | None, fingerprint: str
+    ) -> None:
+        self.tools = tools
+        self._forms = forms
+        self.fingerprint = fingerprint
 
     @classmethod
     def of(cls, tools: Iterable[Mapping[str, Any]]) -> CanonicalListing:
@@ -153,7 +158,27 @@ class CanonicalListing:
             name = tool["name"]
             by_name[name] = tool
             forms[name] = canonical_tool(tool, f"tools[{index}]")
-        return cls(tools=by_name, forms=forms, fingerprint=_sha256(_join(forms)))
+        return cls(by_name, forms, _sha256(_join(forms)))
+
+    @classmethod
+    def known(cls, tools: Iterable[Mapping[str, Any]], fingerprint: str) -> CanonicalListing:
+        """The listing of `tools` (names unique, I-JSON: checked when `fingerprint` was computed for
+        the same JSON), its forms computed only when read."""
+        return cls({tool["name"]: tool for tool in tools}, None, fingerprint)
+
+    @property
+    def forms(self) -> dict[str, str]:
+        if self._forms is None:
+            self._forms = _forms_of(self.tools)
+        return self._forms
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CanonicalListing):
+            return NotImplemented
+        return self.fingerprint == other.fingerprint and self.tools == other.tools
+
+    def __repr__(self) -> str:
+        return f"CanonicalListing({len(self.tools)} tools, fingerprint={self.fingerprint!r})"
 
     @property
     def canonical(self) -> bytes:
@@ -167,6 +192,12 @@ class CanonicalListing:
 def tool_fingerprint(tool: Mapping[str, Any]) -> str:
     """SHA-256 of one tool's canonical JSON: the content address of a stored tool definition."""
     return _sha256(canonical_tool(tool).encode("utf-8"))
+
+
+def _forms_of(by_name: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    return {
+        name: canonical_tool(tool, f"tools[{index}]") for index, (name, tool) in enumerate(by_name.items())
+    }
 
 
 def _join(forms: Mapping[str, str]) -> bytes:

@@ -326,7 +326,7 @@ class Store:
         outcome = PollOutcome(
             server=server.name,
             ok=True,
-            tool_count=len(poll.listing.forms),
+            tool_count=len(poll.listing.tools),
             fingerprint=poll.listing.fingerprint,
             version=snapshot.version,
         )

@@ -40,9 +40,9 @@ LISTENER: contextvars.ContextVar[Listener | None] = contextvars.ContextVar(
 
 
 DRAINED = 4096
-"""Bodies up to this size that the SDK leaves unread (a 202 to a notification, a 405 to the GET
-stream, the answer to DELETE) are read here: httpcore closes a connection whose last response was
-not read to its end, which would cost every poll a new connection."""
+"""Bodies up to this size that the SDK leaves unread (a 202 to a notification, the answer to DELETE)
+are read here: httpcore closes a connection whose last response was not read to its end, which
+would cost every poll a new connection."""
 
 
 async def _dispatch_response(response: httpx2.Response) -> None:

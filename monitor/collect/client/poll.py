@@ -42,9 +42,10 @@ from pydantic import RootModel, ValidationError
 
 from monitor.collect.client.clients import LISTENER, HttpClients, Listener
 from monitor.collect.client.errors import Attempt, clip, stream_error, transport_failure, validation_summary
-from monitor.collect.client.http import CappedBody, EventHooks, json_size, media_type, new_client, status_line
+from monitor.collect.client.http import CappedBody, EventHooks, media_type, new_client, status_line
 from monitor.collect.client.stdio import ResultsSeen
 from monitor.collect.client.target import Era, FetchedListing, Limits, Listed, PollError, Target
+from monitor.collect.client.transport import poll_transport
 from monitor.core.hosts import HostPolicy
 from monitor.core.states import PollErrorKind, ServerOrigin
 
@@ -115,6 +116,10 @@ def as_sse(target: Target) -> Target:
 class Poll(Attempt):
     """One poll, and the session machinery a watch session shares (it extends this)."""
 
+    notifications = False
+    """Whether the session listens for server notifications (a watch does); a poll opens no GET
+    stream for them (`transport.poll_transport`)."""
+
     def __init__(self, target: Target, limits: Limits, clients: HttpClients | None = None) -> None:
         super().__init__(target, limits)
         self.clients = clients
@@ -167,6 +172,7 @@ class Poll(Attempt):
                 ttl_ms=listed.ttl_ms,
                 cache_scope=listed.cache_scope,
                 refetches=listed.refetches,
+                digest=listed.digest.digest(),
             )
 
     async def _start(self, stack: AsyncExitStack) -> ClientSession:
@@ -211,7 +217,7 @@ class Poll(Attempt):
         if target.transport == "http" and self.clients is not None:
             token = LISTENER.set(Listener(self._on_response, self._refuse))
             stack.callback(LISTENER.reset, token)
-            return streamable_http_client(
+            return poll_transport(
                 target.url,
                 http_client=self.clients.client(target, self.limits),
                 max_sse_event_size=self.limits.max_bytes,
@@ -220,9 +226,8 @@ class Poll(Attempt):
             client = await stack.enter_async_context(
                 self._http_client(dict(target.headers), httpx2.Timeout(self.limits.timeout))
             )
-            return streamable_http_client(
-                target.url, http_client=client, max_sse_event_size=self.limits.max_bytes
-            )
+            opened = streamable_http_client if self.notifications else poll_transport
+            return opened(target.url, http_client=client, max_sse_event_size=self.limits.max_bytes)
         return sse_client(
             target.url,
             headers=dict(target.headers),
@@ -437,7 +442,7 @@ class Poll(Attempt):
                 result = (await session.send_request(types.ListToolsRequest(params=params), _Raw)).root
             except ValidationError as exc:
                 result = self._kept_despite(exc, listed.pages)
-            listed.size += json_size(result)
+            listed.size += listed.measure(result)
             if listed.size > limits.max_bytes:
                 raise PollError(
                     PollErrorKind.LIMIT, f"listing exceeds {limits.max_bytes} bytes (at page {pages})"

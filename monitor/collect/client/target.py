@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -87,6 +89,10 @@ class FetchedListing:
     """`cacheScope`: `public`, or `private` when any page says so."""
     refetches: int = 0
     """How often the listing was fetched again from the start because its pages straddled a change."""
+    digest: bytes | None = None
+    """SHA-256 of the pages' results as compact JSON, in order (the text `listing_bytes` counts):
+    the same digest, the same tools (see `Poller._index`). None once the tools were altered
+    (redacted) after they arrived."""
 
 
 @dataclass
@@ -100,6 +106,16 @@ class Listed:
     ttl_ms: int | None = None
     cache_scope: str | None = None
     refetches: int = 0
+    digest: hashlib._Hash = field(default_factory=hashlib.sha256)
+
+    def measure(self, result: Mapping[str, Any]) -> int:
+        """A page result's compact-JSON size in UTF-8, its text added to the digest. `json.dumps`
+        runs in C (`iterencode` would run the pure-Python encoder, ~4 ms for a 50-tool page); the one
+        text it builds is bounded like the answer itself, and answers past `LARGE_ANSWER_BYTES` are
+        measured one at a time (`Poll._large_answer`)."""
+        text = json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+        self.digest.update(text)
+        return len(text)
 
     def cache_hints(self, result: Mapping[str, Any]) -> None:
         """`ttlMs` and `cacheScope` (2026-07-28). A host may keep each page for its TTL, so the

@@ -65,6 +65,8 @@ async def watch_list_changed(
 class _Watch(Poll):
     """The state of one watch session: what has arrived, and how (and whether) the session ended."""
 
+    notifications = True
+
     def __init__(
         self,
         target: Target,
