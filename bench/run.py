@@ -20,6 +20,7 @@ BENCHMARKS = [
     "bench_refusals",
     "bench_hostile_pages",
     "bench_throughput",
+    "bench_writer",
 ]
 
 

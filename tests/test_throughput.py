@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import sqlite3
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,12 +25,14 @@ from monitor.collect.client.poll import Poll
 from monitor.collect.poller import Poller
 from monitor.collect.scheduler import Scheduler
 from monitor.config import Config, MonitorSettings, ServerConfig
+from monitor.core.clients import DEFAULT_PROFILE
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.states import ServerOrigin
+from monitor.notify.alerts import Alerting
 from monitor.store import PollOutcome, Store, alembic_config, current_revision, make_engine, migrate
 from monitor.store.batch import record_unchanged
 from monitor.store.marks import from_epoch_ms
-from monitor.store.models import PollAttempt, PollMark, Server, Snapshot
+from monitor.store.models import Alert, ClientView, PollAttempt, PollMark, Server, Snapshot
 from monitor.store.polled import RecordedPoll, SuccessfulPoll
 from monitor.store.queries.servers import recent_attempts
 
@@ -105,6 +108,54 @@ def test_unchanged_polls_commit_together_and_changed_ones_are_left_out(store: St
     assert all(from_epoch_ms(ms) == at and duration == 40 for _, ms, duration in marks)
     assert last[ids[0]] == at + timedelta(milliseconds=40) and last[ids[7]] == T0
     assert count(engine, PollAttempt) == 20, "the first polls' full rows; none for unchanged polls"
+
+
+def test_a_batch_of_mixed_servers_keeps_each_ones_view_span_and_alerts(engine: Engine) -> None:
+    """One batch: a server polled as before (its view's span grows), one polled by a newer client
+    (the span grows and keeps what it was told), one polled under a new view label (a new span
+    starts), one recovering from an outage (its `server-unreachable` alert resolves) and one
+    polled without a profile. One commit; every span, state and alert as if recorded one by one."""
+    store = Store(engine, attempts_kept=5, unreachable_after=1, hooks=[Alerting(base_url="http://127.0.0.1")])
+    ids = register(store, 5)
+    listing = CanonicalListing.of(tools())
+    first = DEFAULT_PROFILE
+    for server_id in ids:
+        store.record(replace(unchanged(server_id, T0, listing), client=first))
+    store.record_failure(ids[3], "connect", "refused", started_at=T0, finished_at=T0 + timedelta(seconds=1))
+    newer = first.model_copy(update={"version": "99.0"})
+    relabelled = first.model_copy(update={"label": "other"})
+    at = T0 + timedelta(minutes=1)
+    clients = [first, newer, relabelled, first, None]
+    commits: list[int] = []
+    event.listen(engine, "commit", lambda _: commits.append(1))
+    outcomes = record_unchanged(
+        store,
+        [
+            replace(unchanged(sid, at, listing), client=client)
+            for sid, client in zip(ids, clients, strict=True)
+        ],
+    )
+    assert len(commits) == 1 and all(o is not None and o.ok for o in outcomes)
+    finished = at + timedelta(milliseconds=40)
+    with store.sessions() as session:
+        views = session.execute(
+            select(
+                ClientView.server_id, ClientView.profile, ClientView.poll_count, ClientView.last_seen
+            ).order_by(ClientView.server_id, ClientView.id)
+        ).all()
+        wire = session.scalar(select(ClientView.client).where(ClientView.server_id == ids[1]))
+        alerts = session.execute(select(Alert.server_id, Alert.rule, Alert.state)).all()
+        failing = session.scalar(select(Server.consecutive_failures).where(Server.id == ids[3]))
+    assert views == [
+        (ids[0], "drift-monitor", 2, finished),
+        (ids[1], "drift-monitor", 2, finished),
+        (ids[2], "drift-monitor", 1, T0 + timedelta(milliseconds=40)),
+        (ids[2], "other", 1, finished),
+        (ids[3], "drift-monitor", 2, finished),
+        (ids[4], "drift-monitor", 1, T0 + timedelta(milliseconds=40)),
+    ]
+    assert wire is not None and wire["version"] == "99.0", "the span keeps what the server was last told"
+    assert alerts == [(ids[3], "server-unreachable", "resolved")] and failing == 0
 
 
 class FailFor:

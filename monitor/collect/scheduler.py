@@ -113,6 +113,8 @@ class Scheduler:
         self.lanes: dict[int, bool] = {}
         """Each claimed server's lane until its poll ends: True for servers whose last poll succeeded."""
         self.targets: dict[int, Target] = {}
+        self._configs = {server.name: server for server in config.servers}
+        """Each config server by name: a poll's limits are looked up per poll, not by a scan of the fleet."""
         self.loop: asyncio.AbstractEventLoop | None = None
         self._tick_lock = asyncio.Lock()
         self._ticks: set[asyncio.Task[None]] = set()
@@ -182,7 +184,7 @@ class Scheduler:
             self.in_flight[server_id] = task
 
     def _server_config(self, name: str) -> ServerConfig | None:
-        return next((s for s in self.config.servers if s.name == name), None)
+        return self._configs.get(name)
 
     async def _run(self, job: Job) -> PollOutcome | None:
         try:

@@ -94,6 +94,7 @@ class Alerting:
         """
         undone: set[str] = set()
         findings = list(poll.findings)
+        flapping = _open_alert(session, open_key(poll.server.id, "listing-flapping", None, None))
         if poll.listen_honored:
             resolve_matching(session, poll.server.id, "notifications-declined", now=poll.now, policy=self)
         if poll.snapshot is not None:
@@ -117,21 +118,24 @@ class Alerting:
                 resolve_matching(
                     session, poll.server.id, "listing-changed-silently", now=poll.now, policy=self
                 )
-            findings += self._settle(session, poll.server.id, poll.snapshot, poll.now)
-        flapping = _open_alert(session, open_key(poll.server.id, "listing-flapping", None, None))
+            if flapping is not None:
+                findings += self._settle(session, flapping, poll.snapshot, poll.now)
+        if flapping is not None and flapping.state == AlertState.RESOLVED:
+            flapping = None
         if flapping is not None or any(f.rule == "listing-flapping" for f in findings):
             findings = [f for f in findings if f.rule not in _TOOL_CHECKS]
         self.raise_findings(session, poll.server, findings, now=poll.now, undone=undone)
 
     def _settle(
-        self, session: Session, server_id: int, current: Snapshot, now: datetime
+        self, session: Session, alert: Alert, current: Snapshot, now: datetime
     ) -> list[FindingRecord]:
-        """Resolve `listing-flapping` once one listing has lasted the window, and return what the
-        flapping held back: the findings from before it began to where it settled, now stored."""
-        alert = _open_alert(session, open_key(server_id, "listing-flapping", None, None))
-        if alert is None or now - current.first_seen < self.flapping_window:
+        """Resolve the open `listing-flapping` `alert` once one listing has lasted the window, and
+        return what the flapping held back: the findings from before it began to where it settled,
+        now stored."""
+        if now - current.first_seen < self.flapping_window:
             return []
         resolve(session, alert, now, policy=self)
+        server_id = alert.server_id
         first = session.scalar(
             select(FindingRecord)
             .join(AlertFinding, AlertFinding.finding_id == FindingRecord.id)
@@ -165,6 +169,8 @@ class Alerting:
         caller's transaction. `undone` holds changes that exactly reverse an alert this transaction
         resolved: flipping back is the fix, so it does not open the opposite alert as well.
         """
+        if not findings:  # nothing to raise: the silences need not be read (most polls find nothing)
+            return []
         groups: dict[tuple[str, str | None], list[FindingRecord]] = defaultdict(list)
         muted = silences.muting(session, server.name, now)
         for record in findings:

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Select, bindparam, func, select
+from sqlalchemy.orm import Session, aliased
 
 from monitor.store.marks import write_marks
 from monitor.store.models import Listing, Server, Snapshot
@@ -57,32 +57,44 @@ def record_unchanged(store: Store, polls: Sequence[SuccessfulPoll]) -> list[Poll
     return outcomes
 
 
+def _current_versions(locking: bool) -> Select[Server, Snapshot, str]:
+    """Each server of the `ids` list (locked when `locking`, in id order so batches never deadlock),
+    with its newest version and that version's listing fingerprint (None before a first version)."""
+    older = aliased(Snapshot)
+    newest = (
+        select(func.max(older.version))
+        .where(older.server_id == Server.id)
+        .correlate(Server)
+        .scalar_subquery()
+    )
+    query = (
+        select(Server, Snapshot, Listing.fingerprint)
+        .select_from(Server)
+        .outerjoin(Snapshot, (Snapshot.server_id == Server.id) & (Snapshot.version == newest))
+        .outerjoin(Listing, Snapshot.listing_id == Listing.id)
+        .where(Server.id.in_(bindparam("ids", expanding=True)))
+        .order_by(Server.id)
+    )
+    return query.with_for_update(of=Server) if locking else query
+
+
+_READ = _current_versions(locking=False)
+_LOCK_AND_READ = _current_versions(locking=True)
+"""Built once: a batch pays one statement for its servers and versions, and no statement building."""
+
+
 def _lock_and_read(
     session: Session, ids: list[int]
 ) -> tuple[dict[int, Server], dict[int, tuple[Snapshot, str]]]:
-    """The servers (locked on PostgreSQL, in id order so batches never deadlock) and each one's newest
-    version with its listing's fingerprint."""
-    postgres = session.get_bind().dialect.name == "postgresql"
+    """The servers (locked on PostgreSQL) and each one's newest version with its listing's fingerprint."""
+    query = _LOCK_AND_READ if session.get_bind().dialect.name == "postgresql" else _READ
     servers: dict[int, Server] = {}
     current: dict[int, tuple[Snapshot, str]] = {}
     for start in range(0, len(ids), CHUNK):
-        chunk = ids[start : start + CHUNK]
-        query = select(Server).where(Server.id.in_(chunk)).order_by(Server.id)
-        if postgres:
-            query = query.with_for_update()
-        servers.update((server.id, server) for server in session.scalars(query))
-        newest = (
-            select(Snapshot.server_id, func.max(Snapshot.version).label("version"))
-            .where(Snapshot.server_id.in_(chunk))
-            .group_by(Snapshot.server_id)
-            .subquery()
-        )
-        rows = session.execute(
-            select(Snapshot, Listing.fingerprint)
-            .join(Listing, Snapshot.listing_id == Listing.id)
-            .join(newest, (Snapshot.server_id == newest.c.server_id) & (Snapshot.version == newest.c.version))
-        ).all()
-        current.update((snapshot.server_id, (snapshot, fingerprint)) for snapshot, fingerprint in rows)
+        for server, snapshot, fingerprint in session.execute(query, {"ids": ids[start : start + CHUNK]}):
+            servers[server.id] = server
+            if snapshot is not None and fingerprint is not None:
+                current[server.id] = (snapshot, fingerprint)
     return servers, current
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import Any
 
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from monitor.store.db import insert as _insert
 from monitor.store.models import PollMark
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -40,11 +41,15 @@ def write_marks(session: Session, rows: Sequence[dict[str, Any]]) -> None:
     """Upsert marks in the caller's transaction: one statement, executed for every row."""
     if not rows:
         return
-    statement = _insert(session)(PollMark)
-    session.execute(
-        statement.on_conflict_do_update(
-            index_elements=["server_id", "slot"],
-            set_={"started_ms": statement.excluded.started_ms, "duration_ms": statement.excluded.duration_ms},
-        ),
-        list(rows),
+    session.connection().execute(_upsert(session.get_bind().dialect.name), list(rows))
+
+
+@cache
+def _upsert(dialect: str) -> Any:
+    """The dialect's upsert of a mark, built once (building it cost more than running it), run as Core:
+    no ORM bulk-insert bookkeeping for rows nothing reads back."""
+    statement = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(PollMark)
+    return statement.on_conflict_do_update(
+        index_elements=["server_id", "slot"],
+        set_={"started_ms": statement.excluded.started_ms, "duration_ms": statement.excluded.duration_ms},
     )

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from monitor.core.clients import ClientProfile
@@ -68,8 +68,41 @@ def record_views(
     return ViewComparison(findings, frozenset(names - {f.tool for f in findings if f.tool}))
 
 
+_VIEWS = cast(Table, ClientView.__table__)
+_NEWEST = (
+    select(_VIEWS.c.id)
+    .where(_VIEWS.c.server_id == bindparam("of_server"), _VIEWS.c.profile == bindparam("of_profile"))
+    .order_by(_VIEWS.c.first_seen.desc(), _VIEWS.c.id.desc())
+    .limit(1)
+    .scalar_subquery()
+)
+_EXTEND = (
+    update(_VIEWS)
+    .where(_VIEWS.c.id == _NEWEST, _VIEWS.c.listing_id == bindparam("of_listing"))
+    .values(
+        last_seen=bindparam("seen", type_=_VIEWS.c.last_seen.type),
+        poll_count=_VIEWS.c.poll_count + 1,
+        client=bindparam("wire", type_=_VIEWS.c.client.type),
+    )
+)
+"""The view's newest span grows when it holds the listing: built once, one statement per poll where
+reading the span and updating it took two, and no ORM object loaded for it."""
+
+
 def _record(session: Session, server_id: int, view: View, listing_id: int, now: datetime) -> bool:
     """True when the view shows a listing other than its last one (or is new)."""
+    extended = session.connection().execute(
+        _EXTEND,
+        {
+            "of_server": server_id,
+            "of_profile": view.profile.view,
+            "of_listing": listing_id,
+            "seen": now,
+            "wire": view.profile.wire(),
+        },
+    )
+    if extended.rowcount == 1:
+        return False
     last = session.scalar(
         select(ClientView)
         .where(ClientView.server_id == server_id, ClientView.profile == view.profile.view)
