@@ -11,10 +11,10 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy import and_, func, select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 
 from monitor.core.diff import diff_listings
 from monitor.store.models import FindingRecord, Listing, ListingTool, Server, Snapshot, ToolDefinition
@@ -222,28 +222,25 @@ def _members(session: Session, listing_id: int) -> dict[str, int]:
     )
 
 
+T = TypeVar("T")
+
+
 def _definitions(session: Session, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
-    wanted = sorted(set(ids))
-    found: dict[int, dict[str, Any]] = {}
-    for start in range(0, len(wanted), 500):
-        chunk = wanted[start : start + 500]
-        found.update(
-            session.execute(
-                select(ToolDefinition.id, ToolDefinition.definition).where(ToolDefinition.id.in_(chunk))
-            ).all()
-        )
-    return found
+    return _by_id(session, ToolDefinition.definition, ids)
 
 
 def _fingerprints(session: Session, ids: Iterable[int]) -> dict[int, str]:
+    return _by_id(session, ToolDefinition.fingerprint, ids)
+
+
+def _by_id(session: Session, column: InstrumentedAttribute[T], ids: Iterable[int]) -> dict[int, T]:
+    """`column` of each tool definition in `ids`, read 500 ids a statement (bound-parameter limits)."""
     wanted = sorted(set(ids))
-    found: dict[int, str] = {}
+    found: dict[int, T] = {}
     for start in range(0, len(wanted), 500):
         chunk = wanted[start : start + 500]
         found.update(
-            session.execute(
-                select(ToolDefinition.id, ToolDefinition.fingerprint).where(ToolDefinition.id.in_(chunk))
-            ).all()
+            session.execute(select(ToolDefinition.id, column).where(ToolDefinition.id.in_(chunk))).all()
         )
     return found
 
