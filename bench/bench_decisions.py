@@ -39,6 +39,8 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # for tests/support
+from support.polls import record_poll
 
 RATE = 1000.0
 RATES = (RATE, 100.0)
@@ -65,7 +67,6 @@ def tools(server: int, flipped: bool) -> list[dict[str, Any]]:
 
 def build(database_url: str) -> None:
     from monitor.config import ServerConfig
-    from monitor.core.fingerprint import CanonicalListing
     from monitor.store import Store, make_engine, migrate
 
     engine = make_engine(database_url)
@@ -78,17 +79,7 @@ def build(database_url: str) -> None:
     for n in range(SERVERS):
         for version, flipped in enumerate((False, n % 10 == 0)):
             at = T0 + timedelta(minutes=version)
-            store.record_success(
-                ids[f"s{n:03d}"],
-                CanonicalListing.of(tools(n, flipped)),
-                started_at=at,
-                finished_at=at,
-                pages=1,
-                protocol_version="2025-11-25",
-                server_info=None,
-                capabilities={},
-                list_changed_advertised=False,
-            )
+            record_poll(store, ids[f"s{n:03d}"], tools(n, flipped), at)
     engine.dispose()
 
 

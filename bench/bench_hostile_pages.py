@@ -25,9 +25,10 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # for tests/support
+from support.polls import record_poll
 
 from monitor.config import Config, MonitorSettings, ServerConfig
-from monitor.core.fingerprint import CanonicalListing
 from monitor.store import Store, make_engine, migrate
 from monitor.webapp.app import create_app
 
@@ -53,17 +54,7 @@ def record(store: Store, name: str, properties: int) -> None:
     server_id = store.sync_servers([config], T0)[name]
     for step, kind in enumerate(KINDS):
         at = T0 + timedelta(hours=step)
-        store.record_success(
-            server_id,
-            CanonicalListing.of(listing(properties, kind)),
-            started_at=at,
-            finished_at=at,
-            pages=1,
-            protocol_version="2025-11-25",
-            server_info=None,
-            capabilities={},
-            list_changed_advertised=False,
-        )
+        record_poll(store, server_id, listing(properties, kind), at)
 
 
 async def _view(client: httpx.AsyncClient, path: str) -> tuple[float, float, int, float]:

@@ -21,6 +21,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # for tests/support
+from support.polls import fetched_poll
+
 from monitor.collect.scheduler import LeaseRelease
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.core.clients import DEFAULT_PROFILE
@@ -44,18 +47,7 @@ LISTING = CanonicalListing.of(
 
 
 def poll(server_id: int, at: datetime) -> SuccessfulPoll:
-    return SuccessfulPoll(
-        server_id,
-        LISTING,
-        started_at=at,
-        finished_at=at + timedelta(milliseconds=40),
-        pages=1,
-        protocol_version="2025-11-25",
-        server_info=None,
-        capabilities={},
-        list_changed_advertised=False,
-        client=DEFAULT_PROFILE,
-    )
+    return fetched_poll(server_id, LISTING, at, client=DEFAULT_PROFILE)
 
 
 def filled(directory: str, servers: int) -> tuple[Store, list[int]]:

@@ -18,6 +18,7 @@ from alembic import command
 from sqlalchemy import Engine, MetaData, Table, event, func, select
 from sqlalchemy.orm import Session
 from support import WAIT, http_server, raw_fleet, record_poll, tool, wait_until
+from support.polls import fetched_poll
 
 from monitor.collect.client import Limits, Target, fetch_listing
 from monitor.collect.client.clients import HttpClients
@@ -33,7 +34,7 @@ from monitor.store import PollOutcome, Store, alembic_config, current_revision, 
 from monitor.store.batch import record_unchanged
 from monitor.store.marks import from_epoch_ms
 from monitor.store.models import Alert, ClientView, PollAttempt, PollMark, Server, Snapshot
-from monitor.store.polled import RecordedPoll, SuccessfulPoll
+from monitor.store.polled import RecordedPoll
 from monitor.store.queries.servers import recent_attempts
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
@@ -52,20 +53,6 @@ def tools_file(tmp_path: Path) -> str:
     path = tmp_path / "tools.json"
     path.write_text(json.dumps(tools()))
     return str(path)
-
-
-def unchanged(server_id: int, at: datetime, listing: CanonicalListing) -> SuccessfulPoll:
-    return SuccessfulPoll(
-        server_id,
-        listing,
-        started_at=at,
-        finished_at=at + timedelta(milliseconds=40),
-        pages=1,
-        protocol_version="2025-11-25",
-        server_info=None,
-        capabilities={},
-        list_changed_advertised=False,
-    )
 
 
 def register(store: Store, count: int) -> list[int]:
@@ -93,7 +80,7 @@ def test_unchanged_polls_commit_together_and_changed_ones_are_left_out(store: St
     event.listen(engine, "commit", lambda _: commits.append(1))
     at = T0 + timedelta(minutes=1)
     changed = CanonicalListing.of(tools(version=2))
-    polls = [unchanged(sid, at, changed if sid == ids[7] else listing) for sid in ids]
+    polls = [fetched_poll(sid, changed if sid == ids[7] else listing, at) for sid in ids]
     outcomes = record_unchanged(store, polls)
     assert len(commits) == 1, "one transaction for the whole batch"
     assert outcomes[7] is None and outcomes[20] is None
@@ -120,7 +107,7 @@ def test_a_batch_of_mixed_servers_keeps_each_ones_view_span_and_alerts(engine: E
     listing = CanonicalListing.of(tools())
     first = DEFAULT_PROFILE
     for server_id in ids:
-        store.record(replace(unchanged(server_id, T0, listing), client=first))
+        store.record(replace(fetched_poll(server_id, listing, T0), client=first))
     store.record_failure(ids[3], "connect", "refused", started_at=T0, finished_at=T0 + timedelta(seconds=1))
     newer = first.model_copy(update={"version": "99.0"})
     relabelled = first.model_copy(update={"label": "other"})
@@ -131,7 +118,7 @@ def test_a_batch_of_mixed_servers_keeps_each_ones_view_span_and_alerts(engine: E
     outcomes = record_unchanged(
         store,
         [
-            replace(unchanged(sid, at, listing), client=client)
+            replace(fetched_poll(sid, listing, at), client=client)
             for sid, client in zip(ids, clients, strict=True)
         ],
     )
@@ -214,7 +201,7 @@ def test_an_unchanged_poll_adds_under_64_bytes_from_the_first_poll_on(tmp_path: 
         before = size()
         for rounds in range(1, 7):
             at = T0 + timedelta(minutes=rounds)
-            assert all(record_unchanged(store, [unchanged(sid, at, listing) for sid in ids]))
+            assert all(record_unchanged(store, [fetched_poll(sid, listing, at) for sid in ids]))
         grown = size() - before
     finally:
         engine.dispose()

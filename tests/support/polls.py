@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -12,6 +12,16 @@ from monitor.core.fingerprint import CanonicalListing
 from monitor.store import PollOutcome, Store
 from monitor.store.marks import from_epoch_ms
 from monitor.store.models import PollAttempt, PollMark
+from monitor.store.polled import SuccessfulPoll
+
+HANDSHAKE: dict[str, Any] = {
+    "pages": 1,
+    "protocol_version": "2025-11-25",
+    "server_info": None,
+    "capabilities": {},
+    "list_changed_advertised": False,
+}
+"""The handshake details every recorded poll of these tests and benchmarks shares."""
 
 
 def record_poll(
@@ -27,16 +37,17 @@ def record_poll(
     list-changed) are the same in every such test; `handshake` overrides any of them.
     """
     listing = tools if isinstance(tools, CanonicalListing) else CanonicalListing.of(tools)
-    details: dict[str, Any] = {
-        "pages": 1,
-        "protocol_version": "2025-11-25",
-        "server_info": None,
-        "capabilities": {},
-        "list_changed_advertised": False,
-        "finished_at": at,
-        **handshake,
-    }
+    details: dict[str, Any] = {**HANDSHAKE, "finished_at": at, **handshake}
     return store.record_success(server_id, listing, started_at=at, **details)
+
+
+def fetched_poll(server_id: int, listing: CanonicalListing, at: datetime, **handshake: Any) -> SuccessfulPoll:
+    """A 40 ms poll of `listing` started at `at`, as the poller hands it to the writer (for group
+    commit: `monitor.store.batch.record_unchanged`); `handshake` overrides any detail."""
+    details: dict[str, Any] = {**HANDSHAKE, **handshake}
+    return SuccessfulPoll(
+        server_id, listing, started_at=at, finished_at=at + timedelta(milliseconds=40), **details
+    )
 
 
 def poll_history(session: Session) -> list[tuple[datetime, bool, str | None]]:
