@@ -18,7 +18,7 @@ import asyncio
 import time
 import weakref
 from collections.abc import Mapping
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import replace
 from typing import Any
 
@@ -45,7 +45,7 @@ from monitor.collect.client.errors import Attempt, clip, stream_error, transport
 from monitor.collect.client.http import CappedBody, EventHooks, media_type, new_client, status_line
 from monitor.collect.client.stdio import ResultsSeen
 from monitor.collect.client.target import Era, FetchedListing, Limits, Listed, PollError, Target
-from monitor.collect.client.transport import poll_transport
+from monitor.collect.client.transport import PollDispatcher, poll_dispatcher
 from monitor.core.hosts import HostPolicy
 from monitor.core.states import PollErrorKind, ServerOrigin
 
@@ -118,7 +118,7 @@ class Poll(Attempt):
 
     notifications = False
     """Whether the session listens for server notifications (a watch does); a poll opens no GET
-    stream for them (`transport.poll_transport`)."""
+    stream for them (`transport.PollDispatcher`)."""
 
     def __init__(self, target: Target, limits: Limits, clients: HttpClients | None = None) -> None:
         super().__init__(target, limits)
@@ -177,16 +177,34 @@ class Poll(Attempt):
 
     async def _start(self, stack: AsyncExitStack) -> ClientSession:
         """Open the transport and enter a session on it, both closed when `stack` is."""
-        read_stream, write_stream = await stack.enter_async_context(await self._open(stack))
         profile = self.target.client
+        identity: dict[str, Any] = {
+            "message_handler": self._on_message,
+            "client_info": types.Implementation(name=profile.name, version=profile.version),
+            "capabilities": profile.capabilities,
+        }
+        if self.target.transport == "http" and not self.notifications:
+            dispatcher = await stack.enter_async_context(self._dispatcher(stack))
+            return await stack.enter_async_context(ProfileSession(dispatcher=dispatcher, **identity))
+        read_stream, write_stream = await stack.enter_async_context(await self._open(stack))
         return await stack.enter_async_context(
-            ProfileSession(
-                self._reader(read_stream),
-                write_stream,
-                message_handler=self._on_message,
-                client_info=types.Implementation(name=profile.name, version=profile.version),
-                capabilities=profile.capabilities,
-            )
+            ProfileSession(self._reader(read_stream), write_stream, **identity)
+        )
+
+    def _dispatcher(self, stack: AsyncExitStack) -> AbstractAsyncContextManager[PollDispatcher]:
+        """A one-shot Streamable HTTP poll: its POSTs on the server's kept client, or on one of its own."""
+        target = self.target
+        if not target.url:
+            raise PollError(PollErrorKind.CONNECT, f"http target {target.name!r} has no url")
+        if self.clients is not None:
+            token = LISTENER.set(Listener(self._on_response, self._refuse))
+            stack.callback(LISTENER.reset, token)
+            client = self.clients.client(target, self.limits)
+        else:
+            client = self._http_client(dict(target.headers), httpx2.Timeout(self.limits.timeout))
+            stack.push_async_callback(client.aclose)
+        return poll_dispatcher(
+            target.url, http_client=client, max_sse_event_size=self.limits.max_bytes, on_inbound=self._inbound
         )
 
     def _reader(
@@ -199,6 +217,14 @@ class Poll(Attempt):
     def _seen(self, message: SessionMessage | Exception) -> None:
         if isinstance(message, SessionMessage) and isinstance(message.message, types.JSONRPCResponse):
             self.last_result = message.message.result
+
+    def _inbound(self, message: SessionMessage | Exception) -> None:
+        """What a `PollDispatcher` received: noted as `_reader` notes it, and a poll ends on an
+        `Exception` as `_on_message` ends it (the session never sees these)."""
+        self._seen(message)
+        if isinstance(message, Exception) and self.stream_error is None:
+            self.stream_error = message
+            self.abort.cancel()
 
     async def _open(self, stack: AsyncExitStack) -> Transport:
         target = self.target
@@ -214,20 +240,13 @@ class Poll(Attempt):
             return stdio_client(params, errlog=await stack.enter_async_context(self.stderr.capture()))
         if not target.url:
             raise PollError(PollErrorKind.CONNECT, f"{target.transport} target {target.name!r} has no url")
-        if target.transport == "http" and self.clients is not None:
-            token = LISTENER.set(Listener(self._on_response, self._refuse))
-            stack.callback(LISTENER.reset, token)
-            return poll_transport(
-                target.url,
-                http_client=self.clients.client(target, self.limits),
-                max_sse_event_size=self.limits.max_bytes,
-            )
-        if target.transport == "http":
+        if target.transport == "http":  # a watch session: the SDK's transport, with its GET stream
             client = await stack.enter_async_context(
                 self._http_client(dict(target.headers), httpx2.Timeout(self.limits.timeout))
             )
-            opened = streamable_http_client if self.notifications else poll_transport
-            return opened(target.url, http_client=client, max_sse_event_size=self.limits.max_bytes)
+            return streamable_http_client(
+                target.url, http_client=client, max_sse_event_size=self.limits.max_bytes
+            )
         return sse_client(
             target.url,
             headers=dict(target.headers),
