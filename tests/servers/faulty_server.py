@@ -17,6 +17,9 @@ HTTP modes (tools/list unless said otherwise):
     invalid-json     a body that starts as JSON-RPC and stops being JSON
     rpc-error        JSON-RPC error -32603
     html-error       JSON-RPC error -32603 whose message is markup and bidi controls (HTML_ERROR)
+    wrong-id         the answer names another request's id (the request's id + 1000)
+    ping-first       an SSE stream that sends a `ping` request first and the listing only once the
+                     client POSTed its answer: one tool, "pinged" (or "unanswered" after PING_WAIT s)
 
 stdio modes:
     trickle          as for HTTP, on stdout
@@ -37,7 +40,17 @@ import sys
 import time
 from typing import Any
 
-HTTP_MODES = ("trickle", "huge", "drop-mid-page", "wrong-version", "invalid-json", "rpc-error", "html-error")
+HTTP_MODES = (
+    "trickle",
+    "huge",
+    "drop-mid-page",
+    "wrong-version",
+    "invalid-json",
+    "rpc-error",
+    "html-error",
+    "wrong-id",
+    "ping-first",
+)
 STDIO_MODES = ("trickle", "huge", "exit-mid-page", "wrong-version")
 HOST = "127.0.0.1"
 WRONG_VERSION = "1999-01-01"
@@ -48,6 +61,8 @@ SERVER_INFO = {"name": "faulty", "version": "0.0.1"}
 HTML_ERROR = '<script>alert("err")</script><img src=x onerror=alert(2)> \u202egnp.exe\u202c \u200bhidden'
 """An error message a hostile server chooses, for pages that show a server's last error."""
 MAX_HEADER_BYTES = 64 * 1024
+PING_ID = "server-ping"
+PING_WAIT = 10.0
 
 
 def tool(name: str, description: str = "") -> dict[str, Any]:
@@ -75,6 +90,7 @@ class Faulty:
         self.mode = mode
         self.huge_bytes = huge_bytes
         self._huge: bytes | None = None
+        self.pinged = asyncio.Event()
 
     def prepare(self) -> None:
         if self.mode == "huge" and self._huge is None:
@@ -83,6 +99,10 @@ class Faulty:
     def answer(self, message: Any) -> Answer | None:
         """The answer to one JSON-RPC message, or None for a notification."""
         if not isinstance(message, dict) or "id" not in message:
+            return None
+        if "method" not in message:  # the client's answer to a request of ours
+            if message["id"] == PING_ID and "result" in message:
+                self.pinged.set()
             return None
         request_id = message["id"]
         method = message.get("method")
@@ -120,7 +140,22 @@ class Faulty:
             return self.error(request_id, -32603, "internal failure in the tool registry")
         if self.mode == "html-error":
             return self.error(request_id, -32603, HTML_ERROR)
+        if self.mode == "wrong-id" and isinstance(request_id, int):
+            return self.result(request_id + 1000, {"tools": [tool("misrouted")]})
         return self.result(request_id, {"tools": [tool("fine")]})
+
+    async def ping_first(self, writer: asyncio.StreamWriter, request_id: Any) -> None:
+        """tools/list as an SSE stream that pings the client first and lists once the ping is answered."""
+        self.pinged.clear()
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
+        writer.write(sse_event({"jsonrpc": "2.0", "id": PING_ID, "method": "ping"}))
+        await writer.drain()
+        try:
+            await asyncio.wait_for(self.pinged.wait(), PING_WAIT)
+            name = "pinged"
+        except TimeoutError:
+            name = "unanswered"
+        writer.write(sse_event({"jsonrpc": "2.0", "id": request_id, "result": {"tools": [tool(name)]}}))
 
     def result(self, request_id: Any, result: dict[str, Any]) -> Answer:
         return Answer(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode())
@@ -148,6 +183,10 @@ async def read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes] |
             length = int(value.strip())
     body = await reader.readexactly(length) if length else b""
     return method, path, body
+
+
+def sse_event(message: dict[str, Any]) -> bytes:
+    return b"event: message\ndata: " + json.dumps(message).encode() + b"\n\n"
 
 
 def response_head(status: str, length: int, content_type: str = "application/json") -> bytes:
@@ -186,6 +225,8 @@ def http_handler(servers: dict[str, Faulty]) -> Any:
                 writer.write(response_head("404 Not Found", 0))
             elif method != "POST":
                 writer.write(response_head("405 Method Not Allowed", 0))
+            elif mode == "ping-first" and (message := json.loads(body)).get("method") == "tools/list":
+                await server.ping_first(writer, message["id"])
             else:
                 answer = server.answer(json.loads(body))
                 if answer is None:

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from monitor.collect.client.http import display_url, status_line
 from monitor.collect.client.stdio import STDERR_TAIL_BYTES, StderrTail
 from monitor.collect.client.target import Limits, PollError, Target
+from monitor.collect.client.transport import NO_ANSWER, OTHER_ANSWER
 from monitor.core.states import PollErrorKind
 
 _SERVER_TEXT_LIMIT = 300
@@ -33,6 +34,9 @@ _HTTP_STATUS_STAND_INS = frozenset(
 )
 """Errors the Streamable HTTP transport invents for an HTTP error status without a JSON-RPC body."""
 
+
+POLL_ANSWER_ERRORS = (OTHER_ANSWER, NO_ANSWER)
+"""The errors `PollDispatcher` reports for a POST whose answer it cannot hand back."""
 
 TransportFailure = Literal["closed", "limit", "timeout", "malformed", "protocol"]
 
@@ -55,7 +59,7 @@ def transport_failure(error: MCPError) -> TransportFailure | None:
     if code == types.PARSE_ERROR and message.startswith("Failed to parse"):
         return "malformed"
     if code == types.INVALID_REQUEST and message.startswith(
-        ("server answered a request with 202", "Unexpected content type", "Redirect to")
+        ("server answered a request with 202", "Unexpected content type", "Redirect to", *POLL_ANSWER_ERRORS)
     ):
         return "protocol"
     return None

@@ -7,11 +7,13 @@ and connects only to addresses `HostPolicy` allows. Answer bodies are capped as 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
 import socket
 import ssl
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
@@ -161,6 +163,17 @@ class BodyTooLarge(httpx2.StreamError):
 LARGE_ANSWER_BYTES = 4 * 1024 * 1024
 """Past this, an answer is read, parsed and measured one at a time per process: each costs several
 times its size in memory, so many large (or hostile, oversized) listings at once would add up."""
+
+_TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def large_answer_turns() -> asyncio.Semaphore:
+    """The running loop's one turn for answers past `LARGE_ANSWER_BYTES`."""
+    loop = asyncio.get_running_loop()
+    turns = _TURNS.get(loop)
+    if turns is None:
+        turns = _TURNS[loop] = asyncio.Semaphore(1)
+    return turns
 
 
 class CappedBody(httpx2.AsyncByteStream):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import weakref
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import replace
@@ -29,7 +28,6 @@ from mcp.client import ClientSession, IncomingMessage, Transport
 from mcp.client._transport import ReadStream
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types.version import (
@@ -42,7 +40,14 @@ from pydantic import RootModel, ValidationError
 
 from monitor.collect.client.clients import LISTENER, HttpClients, Listener
 from monitor.collect.client.errors import Attempt, clip, stream_error, transport_failure, validation_summary
-from monitor.collect.client.http import CappedBody, EventHooks, media_type, new_client, status_line
+from monitor.collect.client.http import (
+    CappedBody,
+    EventHooks,
+    large_answer_turns,
+    media_type,
+    new_client,
+    status_line,
+)
 from monitor.collect.client.stdio import ResultsSeen
 from monitor.collect.client.target import Era, FetchedListing, Limits, Listed, PollError, Target
 from monitor.collect.client.transport import PollDispatcher, poll_dispatcher
@@ -186,10 +191,8 @@ class Poll(Attempt):
         if self.target.transport == "http" and not self.notifications:
             dispatcher = await stack.enter_async_context(self._dispatcher(stack))
             return await stack.enter_async_context(ProfileSession(dispatcher=dispatcher, **identity))
-        read_stream, write_stream = await stack.enter_async_context(await self._open(stack))
-        return await stack.enter_async_context(
-            ProfileSession(self._reader(read_stream), write_stream, **identity)
-        )
+        read, write = await stack.enter_async_context(await self._open(stack))
+        return await stack.enter_async_context(ProfileSession(self._reader(read), write, **identity))
 
     def _dispatcher(self, stack: AsyncExitStack) -> AbstractAsyncContextManager[PollDispatcher]:
         """A one-shot Streamable HTTP poll: its POSTs on the server's kept client, or on one of its own."""
@@ -219,8 +222,7 @@ class Poll(Attempt):
             self.last_result = message.message.result
 
     def _inbound(self, message: SessionMessage | Exception) -> None:
-        """What a `PollDispatcher` received: noted as `_reader` notes it, and a poll ends on an
-        `Exception` as `_on_message` ends it (the session never sees these)."""
+        """What a `PollDispatcher` received, noted as `_reader` notes it; it ends on an `Exception`."""
         self._seen(message)
         if isinstance(message, Exception) and self.stream_error is None:
             self.stream_error = message
@@ -240,14 +242,7 @@ class Poll(Attempt):
             return stdio_client(params, errlog=await stack.enter_async_context(self.stderr.capture()))
         if not target.url:
             raise PollError(PollErrorKind.CONNECT, f"{target.transport} target {target.name!r} has no url")
-        if target.transport == "http":  # a watch session: the SDK's transport, with its GET stream
-            client = await stack.enter_async_context(
-                self._http_client(dict(target.headers), httpx2.Timeout(self.limits.timeout))
-            )
-            return streamable_http_client(
-                target.url, http_client=client, max_sse_event_size=self.limits.max_bytes
-            )
-        return sse_client(
+        return sse_client(  # "sse" (a poll on "http" runs a `PollDispatcher`; a watch overrides this)
             target.url,
             headers=dict(target.headers),
             timeout=self.limits.timeout,
@@ -294,7 +289,7 @@ class Poll(Attempt):
         """Take the process's large-answer turn (held until the listing is read or the poll ends), so
         concurrent polls of huge listings are parsed one at a time and memory stays bounded."""
         if self.large_turn is None:
-            turn = _large_answer_turns()
+            turn = large_answer_turns()
             await turn.acquire()
             self.large_turn = turn
 
@@ -487,18 +482,6 @@ class Poll(Attempt):
 
 MAX_VALIDATION_ERRORS = 20
 """Schema violations recorded per listing; the count of the rest is kept."""
-
-
-_TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
-
-
-def _large_answer_turns() -> asyncio.Semaphore:
-    """The running loop's one turn for large answers."""
-    loop = asyncio.get_running_loop()
-    turns = _TURNS.get(loop)
-    if turns is None:
-        turns = _TURNS[loop] = asyncio.Semaphore(1)
-    return turns
 
 
 def _advertises_list_changed(capabilities: Mapping[str, Any]) -> bool:

@@ -64,7 +64,10 @@ log = logging.getLogger("drift_monitor.poll")
 _RESPONSE_KEYS = {"jsonrpc", "id", "result"}
 
 OTHER_ANSWER = "Response to another request"
-"""How an answer that names another request's id is reported (`errors.transport_failure`: protocol)."""
+"""How an answer that names another request's id is reported (`errors.transport_failure`: protocol).
+The SDK's own dispatcher would wait for the right id until the poll's deadline."""
+NO_ANSWER = "No answer to"
+"""How a POST that brought back no answer at all (only notifications, say) is reported (protocol)."""
 
 Inbound = SessionMessage | Exception
 """What the transport hands on from the server: a message, or what stood where one should be."""
@@ -241,8 +244,11 @@ class PollDispatcher:
                 raise MCPError(code=REQUEST_TIMEOUT, message=f"Request {method!r} timed out")
         answer = answers.answer
         if answer is None:
-            other = "" if answers.other is None else f" (id {answers.other!r}) instead"
-            raise MCPError(code=INVALID_REQUEST, message=f"{OTHER_ANSWER}{other} to {method!r}")
+            if answers.other is not None:
+                text = f"{OTHER_ANSWER}: the answer to {method!r} names id {answers.other!r}"
+            else:
+                text = f"{NO_ANSWER} {method!r} in what the server sent back"
+            raise MCPError(code=INVALID_REQUEST, message=text)
         if isinstance(answer, JSONRPCError):
             raise MCPError.from_jsonrpc_error(answer)
         return answer.result

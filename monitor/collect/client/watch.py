@@ -10,8 +10,9 @@ import anyio
 import anyio.to_thread
 import httpx2
 import mcp_types as types
-from mcp.client import ClientSession, IncomingMessage
+from mcp.client import ClientSession, IncomingMessage, Transport
 from mcp.client._transport import ReadStream
+from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import Subscription, SubscriptionLost, ToolsListChanged, listen
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
@@ -93,6 +94,18 @@ class _Watch(Poll):
         """Set once the Streamable HTTP GET stream is answered (or the session ended first)."""
         self.session_id_seen = False
         self.callback_error: Exception | None = None
+
+    async def _open(self, stack: AsyncExitStack) -> Transport:
+        """Streamable HTTP on the SDK's own transport, whose GET stream carries the notifications."""
+        target = self.target
+        if target.transport != "http" or not target.url:
+            return await super()._open(stack)
+        client = await stack.enter_async_context(
+            self._http_client(dict(target.headers), httpx2.Timeout(self.limits.timeout))
+        )
+        return streamable_http_client(
+            target.url, http_client=client, max_sse_event_size=self.limits.max_bytes
+        )
 
     async def watch(self) -> None:
         """As `Poll.run`: every failure becomes one `PollError`, except what the callbacks raise."""
