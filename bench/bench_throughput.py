@@ -15,12 +15,13 @@ each in its own process so CPU and RSS are its own:
   database, the SDK's client on kept HTTP clients, unchanged polls group-committed to SQLite,
   the alerting hook), `poll_concurrency` = `--concurrency`. No web server or watch sessions.
 
-Reported for each: servers polled in the first window (of how many), polls/s, poll lag (when a
-poll started after its slot, p50/p99), CPU ms per poll (the event loop thread, and the store
-writer and claim threads apart), RSS at the end of the first window and at the end, failed
-polls; then the ratio of our CPU per poll to the raw client's. A size is *kept* when 99% of the
-servers were polled in the first window and p99 lag stays under 10% of the interval. The machine is shared:
-read the figures against the baseline measured in the same run.
+Reported for each: servers polled in the first window (of how many; on time, i.e. within 10% of
+the interval after their first slot), polls/s, poll lag (when a poll started after its slot,
+p50/p99), CPU ms per poll (the event loop thread, and the store writer and claim threads apart),
+RSS at the end of the first window and at the end, failed polls; then the ratio of our CPU per
+poll to the raw client's. A size is *kept* when 99% of the servers were polled on time in the
+first window and p99 lag stays under 10% of the interval. The machine is shared: read the
+figures against the baseline measured in the same run.
 """
 
 from __future__ import annotations
@@ -133,7 +134,10 @@ def summary(
         polls += len(inside)
         for k, at in enumerate(inside):
             lags.append((at - (slots[server] + k * step)).total_seconds())
-    first = sum(1 for times in starts.values() if any(began <= t < began + step for t in times))
+    allowed = timedelta(seconds=LAG_ALLOWED * interval)
+    first = sum(
+        1 for server, times in starts.items() if any(began <= t <= slots[server] + allowed for t in times)
+    )
     return {
         "name": name,
         "servers": servers,
@@ -243,6 +247,7 @@ async def monitor_contender(
     from monitor.collect.scheduler import LeaseRelease, Scheduler, instance_id
     from monitor.config import Config, MonitorSettings, ServerConfig
     from monitor.notify.alerts import alerting_store
+    from monitor.service import long_running_heap
     from monitor.store import make_engine, migrate
     from monitor.store.marks import from_epoch_ms
     from monitor.store.models import PollAttempt, PollMark, Server
@@ -275,7 +280,7 @@ async def monitor_contender(
     writer = poller.writer.submit(threading.get_native_id).result()
     cpu0 = thread_cpu()
     clock0 = time.monotonic()
-    with RssSampler(RSS_EVERY) as rss:
+    with RssSampler(RSS_EVERY) as rss, long_running_heap():  # as `serve` runs its scheduler
         scheduler.start()
         await asyncio.sleep(duration - (time.monotonic() - clock0))
         cpu1 = thread_cpu()
@@ -303,6 +308,9 @@ async def monitor_contender(
 
 
 RSS_EVERY = 10.0
+LAG_ALLOWED = 0.1
+"""A poll counts as on time up to this share of the interval after its slot (the scheduler claims due
+servers once a second, so a poll starts up to a second after its slot)."""
 
 
 def fill(store: Any, urls: list[str], interval: float) -> None:
@@ -407,7 +415,7 @@ def contend(name: str, urls_file: Path, args: argparse.Namespace, fleet_pids: li
 
 
 def row(f: dict[str, Any], interval: float) -> str:
-    kept = f["first_window"] >= 0.99 * f["servers"] and f["lag_p99"] < 0.1 * interval
+    kept = f["first_window"] >= 0.99 * f["servers"] and f["lag_p99"] < LAG_ALLOWED * interval
     return (
         f"{f['name']:<14} {f['servers']:>6} {f['first_window']:>7} {f['polls_per_s']:>8.1f} "
         f"{f['lag_p50']:>7.2f} {f['lag_p99']:>7.2f} {f['cpu_loop_ms']:>8.2f} {f['cpu_store_ms']:>8.2f} "

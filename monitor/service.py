@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import gc
 import logging
 import signal
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
 import uvicorn
@@ -71,23 +72,50 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
         if any(webhook.format == "alertmanager" for webhook in config.webhooks):
             repost = _repost_forever(store, alerting, config.monitor.alert_repost_interval, stop)
             background.append(asyncio.create_task(repost, name="repost"))
-        scheduler.start()
-        url = f"http://{host}:{bound}"
-        log.info("drift-monitor %s serving on %s", owner, url)
-        if ready is not None:
-            ready(url)
-        stopped = asyncio.create_task(stop.wait())
-        await asyncio.wait([stopped, *background], return_when=asyncio.FIRST_COMPLETED)
-        stop.set()
-        log.info("shutting down: finishing in-flight polls")
-        await scheduler.stop()
-        server.should_exit = True
-        await asyncio.gather(*background, return_exceptions=True)
-        poller.close()
+        with long_running_heap():
+            scheduler.start()
+            url = f"http://{host}:{bound}"
+            log.info("drift-monitor %s serving on %s", owner, url)
+            if ready is not None:
+                ready(url)
+            stopped = asyncio.create_task(stop.wait())
+            await asyncio.wait([stopped, *background], return_when=asyncio.FIRST_COMPLETED)
+            stop.set()
+            log.info("shutting down: finishing in-flight polls")
+            await scheduler.stop()
+            server.should_exit = True
+            await asyncio.gather(*background, return_exceptions=True)
+            poller.close()
     finally:
         engine.dispose()
         if lock is not None:
             lock.close()
+
+
+GC_YOUNG_THRESHOLD = 10_000
+"""Allocations between two collections of the youngest generation (Python's default is 700)."""
+
+
+@contextlib.contextmanager
+def long_running_heap() -> Iterator[None]:
+    """The garbage collector set for a process that polls for hours: measured, it was a third of the
+    event loop's CPU per poll with Python's defaults.
+
+    Everything built at start-up (the SDK's and SQLAlchemy's modules and models, the config, the
+    store) lives as long as the process, yet every full collection walked it again: it is frozen
+    out of collection (`gc.freeze`). A poll allocates thousands of short-lived objects, and with
+    the default threshold of 700 those alive at a collection (other polls in flight) were promoted
+    and walked by older generations' collections again: collecting the youngest generation every
+    10,000 allocations promotes far fewer. On exit the collector is set back as it was found.
+    """
+    thresholds = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
 
 
 class StartupError(Exception):
