@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import pydantic_core
+
 from monitor.core.clients import DEFAULT_PROFILE, ClientProfile
 from monitor.core.states import PollErrorKind, ServerOrigin
 
@@ -109,11 +111,18 @@ class Listed:
     digest: hashlib._Hash = field(default_factory=hashlib.sha256)
 
     def measure(self, result: Mapping[str, Any]) -> int:
-        """A page result's compact-JSON size in UTF-8, its text added to the digest. `json.dumps`
-        runs in C (`iterencode` would run the pure-Python encoder, ~4 ms for a 50-tool page); the one
-        text it builds is bounded like the answer itself, and answers past `LARGE_ANSWER_BYTES` are
-        measured one at a time (`Poll._large_answer`)."""
-        text = json.dumps(result, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+        """A page result's compact-JSON size in UTF-8, its text added to the digest.
+
+        pydantic-core writes the text (0.18 ms for a 50-tool page, `json.dumps` 0.64 ms, the
+        pure-Python `iterencode` ~4 ms) as `json.dumps` would write it compactly, but for the
+        exponent of small floats (`1e-7`, not `1e-07`); a lone surrogate, which it refuses, is
+        written by `json.dumps`. The one text is bounded like the answer itself, and answers past
+        `LARGE_ANSWER_BYTES` are measured one at a time (`Poll._large_answer`)."""
+        try:
+            text = pydantic_core.to_json(result)
+        except pydantic_core.PydanticSerializationError:
+            compact = json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+            text = compact.encode("utf-8", "surrogatepass")
         self.digest.update(text)
         return len(text)
 
