@@ -19,6 +19,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -176,6 +177,9 @@ class Snapshot(Base):
     server_info: Mapped[dict[str, Any] | None]
     validation_errors: Mapped[Any | None]
     """Why hosts would reject this listing (MCP schema violations), or None when it is valid."""
+    listing_digest: Mapped[bytes | None] = mapped_column(LargeBinary(32))
+    """SHA-256 of a JSON text the server sent for this listing (`FetchedListing.digest`), so a
+    restarted poller knows it without indexing it again; None when no poll of the version had one."""
 
     __table_args__ = (
         UniqueConstraint("server_id", "version", name="uq_snapshots_server_id_version"),
