@@ -116,7 +116,7 @@ def seen_again(snapshot: Snapshot, poll: SuccessfulPoll) -> None:
     listing is the version's tells a restarted poller the same (`monitor.store.digests`)."""
     snapshot.last_seen = poll.finished_at
     snapshot.poll_count += 1
-    if snapshot.listing_digest is None:
+    if snapshot.listing_digest is None and poll.digest is not None:
         snapshot.listing_digest = poll.digest
 
 
