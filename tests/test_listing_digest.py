@@ -24,7 +24,7 @@ from monitor.core.fingerprint import CanonicalListing
 from monitor.store import Store, alembic_config, current_revision, make_engine, migrate
 from monitor.store.batch import record_unchanged
 from monitor.store.digests import current_digests
-from monitor.store.models import FindingRecord, Snapshot
+from monitor.store.models import Alert, FindingRecord, PollAttempt, Server, Snapshot
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
@@ -203,8 +203,9 @@ async def test_a_recalled_digest_the_database_moved_past_costs_only_the_hand_bac
 
 def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) -> None:
     """A database at 0015 with a server and its version upgrades to 0016: the version has no digest
-    (nothing is recalled for it) until a poll of its listing gives it one; down and up again keeps
-    every row."""
+    (nothing is recalled for it) until a poll of its listing gives it one; only the server with an
+    open `listing-flapping` alert is marked as possibly having one; down and up again keeps every
+    row."""
     engine = make_engine(database_url)
     try:
         config = alembic_config()
@@ -215,6 +216,9 @@ def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) 
         server_id = fill_as_0015(engine, listing)
         migrate(engine)
         store = Store(engine)
+        with store.sessions() as session:
+            marked = dict(session.execute(select(Server.name, Server.flapping_alert_possible)).all())
+        assert marked == {"old": False, "flapping": True, "settled": False}
         assert digests(store, server_id) == [None] and current_digests(store.sessions) == {}
         text = hashlib.sha256(b"listing text").digest()
         (outcome,) = record_unchanged(store, [replace(fetched_poll(server_id, listing, T0), digest=text)])
@@ -227,8 +231,14 @@ def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) 
         with engine.connect() as connection:
             columns = {column["name"] for column in inspect(connection).get_columns("snapshots")}
         assert "listing_digest" not in columns and "poll_count" in columns
+        with engine.connect() as connection:
+            columns = {column["name"] for column in inspect(connection).get_columns("servers")}
+        assert "flapping_alert_possible" not in columns and "polls_marked" in columns
         migrate(engine)
         assert digests(store, server_id) == [None]
+        with store.sessions() as session:  # no table was copied: nothing cascaded from a dropped one
+            assert session.scalars(select(PollAttempt.snapshot_id)).all() == [1]
+            assert len(session.scalars(select(Alert.id)).all()) == 2
         record_poll(store, server_id, listing, T0 + timedelta(minutes=2))
         with store.sessions() as session:
             assert session.scalar(select(Snapshot.poll_count)) == 3
@@ -238,9 +248,11 @@ def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) 
 
 def fill_as_0015(engine: Engine, listing: CanonicalListing) -> int:
     """What the 0015 release wrote for a server polled once: the server, its listing (tools too) and
-    its version, through the tables as that database has them. Returns the server's id."""
+    its version, through the tables as that database has them; and two servers with a
+    `listing-flapping` alert, open and resolved. Returns the first server's id."""
     with engine.begin() as connection:
         names = ("servers", "listings", "tool_definitions", "listing_tools", "snapshots", "poll_attempts")
+        names += ("alerts",)
         table = {name: Table(name, MetaData(), autoload_with=connection) for name in names}
 
         def insert(name: str, /, **values: Any) -> int:
@@ -250,9 +262,12 @@ def fill_as_0015(engine: Engine, listing: CanonicalListing) -> int:
                 ).scalar_one()
             )
 
-        server_id = insert(
-            "servers", name="old", transport="http", origin="config", created_at=T0, consecutive_failures=0
-        )
+        def server(name: str) -> int:
+            return insert(
+                "servers", name=name, transport="http", origin="config", created_at=T0, consecutive_failures=0
+            )
+
+        server_id = server("old")
         listing_id = insert(
             "listings", fingerprint=listing.fingerprint, tool_count=len(listing.tools), created_at=T0
         )
@@ -277,6 +292,19 @@ def fill_as_0015(engine: Engine, listing: CanonicalListing) -> int:
             last_seen=T0,
             poll_count=1,
         )
+        for name, key in (("flapping", "open key"), ("settled", None)):
+            insert(
+                "alerts",
+                server_id=server(name),
+                rule="listing-flapping",
+                severity="high",
+                severity_rank=3,
+                state="resolved" if key is None else "open",
+                open_key=key,
+                message="went back to an earlier listing",
+                opened_at=T0,
+                last_seen_at=T0,
+            )
         insert(
             "poll_attempts",
             server_id=server_id,

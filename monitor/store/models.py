@@ -120,6 +120,9 @@ class Server(Base):
     cache_scope: Mapped[str | None] = mapped_column(String(20))
     tools_list_changed_honored: Mapped[bool | None] = mapped_column(Boolean)
     """Whether the watch session's `subscriptions/listen` acknowledgement kept `toolsListChanged`."""
+    flapping_alert_possible: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
+    """Whether a `listing-flapping` alert may be open: set by the transaction that opens one, cleared
+    by a poll that finds none. False (nearly every server) spares each poll looking for one."""
 
     __table_args__ = (Index("ix_servers_next_poll_at", "next_poll_at"),)
 
