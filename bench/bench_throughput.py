@@ -269,6 +269,7 @@ async def monitor_contender(
     setup = time.monotonic()
     scheduler.register(datetime.now(UTC))
     fill(store, urls, interval)
+    poller.recall()  # what `register` recalls when `serve` starts on a database a previous run filled
     print(f"  registered and filled {len(urls)} servers in {time.monotonic() - setup:.1f} s", file=sys.stderr)
     began = datetime.now(UTC)
     with store.sessions.begin() as session:  # the first slots spread over the interval from now
@@ -314,14 +315,19 @@ servers once a second, so a poll starts up to a second after its slot)."""
 
 
 def fill(store: Any, urls: list[str], interval: float) -> None:
-    """Record each server's current listing as a previous run would have, so the measured polls
-    are the steady state (unchanged listings), not every server's first version."""
+    """Record each server's current listing as a previous run would have, with the digest of the
+    text the fleet sends, so the measured polls are the steady state (unchanged listings), not
+    every server's first version."""
     from raw_fleet import VARIANTS, listings
 
+    from monitor.collect.client.target import Listed
     from monitor.core.fingerprint import CanonicalListing
     from monitor.store.polled import SuccessfulPoll
 
     forms = [CanonicalListing.of(listing) for listing in listings(TOOLS)]
+    texts = [Listed() for _ in forms]
+    for text, listing in zip(texts, listings(TOOLS), strict=True):
+        text.measure({"tools": listing})  # the one page's result, as the client measures it
     ids = dict(store_names(store))
     at = datetime.now(UTC) - timedelta(seconds=interval)
     for i in range(len(urls)):
@@ -336,6 +342,7 @@ def fill(store: Any, urls: list[str], interval: float) -> None:
                 server_info={"name": f"raw-{i:05d}", "version": "1.4.2"},
                 capabilities={"tools": {"listChanged": False}},
                 list_changed_advertised=False,
+                digest=texts[i % VARIANTS].digest.digest(),
             )
         )
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, event, select
 from sqlalchemy.orm import Session
 from support import record_poll, tool, webhook_secret
 
@@ -15,7 +15,7 @@ from monitor.config import ServerConfig, WebhookConfig
 from monitor.core.findings import Severity
 from monitor.notify.alerts import Alerting
 from monitor.store import Store
-from monitor.store.models import Alert, FindingRecord, WebhookDelivery
+from monitor.store.models import Alert, FindingRecord, Server, WebhookDelivery
 
 SECRET_ENV = "TEST_FLAPPING_SECRET"
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
@@ -107,6 +107,33 @@ def test_settling_resolves_the_flapping_alert_and_raises_what_it_settled_on(flap
     assert [event for event, _ in flapper.deliveries(flapping.id)] == ["alert.opened", "alert.resolved"]
     revoked = [a for a in flapper.alerts("read-only-revoked") if a.state == "open"]
     assert len(revoked) == 1 and revoked[0].opened_at > flapping.opened_at, "the settled change is alerted"
+
+
+def test_a_poll_looks_for_the_flapping_alert_only_while_one_may_be_open(flapper: Flapper) -> None:
+    """The server's `flapping_alert_possible` is set with the alert and cleared by the first poll
+    after it resolved; while it is clear, an unchanged poll of a healthy server reads no alert."""
+    statements: list[str] = []
+    event.listen(flapper.engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
+
+    def unchanged_poll_reads_alerts(read_only: bool, after: timedelta = timedelta(minutes=1)) -> bool:
+        statements.clear()
+        flapper.poll(read_only, after)
+        return any("alerts" in statement for statement in statements)
+
+    def possible() -> bool:
+        with Session(flapper.engine) as session:
+            return bool(session.scalar(select(Server.flapping_alert_possible)))
+
+    flapper.poll(read_only=True)
+    assert not unchanged_poll_reads_alerts(read_only=True) and not possible()
+    for poll in range(8):
+        flapper.poll(read_only=poll % 2 != 0)  # ends on read_only=True, where it began
+    assert flapper.alerts("listing-flapping")[0].state == "open" and possible()
+    assert unchanged_poll_reads_alerts(read_only=True), "an open one must be found: it holds alerts back"
+    flapper.poll(read_only=True, after=timedelta(minutes=61))
+    assert flapper.alerts("listing-flapping")[0].state == "resolved" and possible()
+    assert unchanged_poll_reads_alerts(read_only=True) and not possible(), "none found: cleared"
+    assert not unchanged_poll_reads_alerts(read_only=True)
 
 
 def test_a_flap_of_harmless_changes_is_a_medium_alert(

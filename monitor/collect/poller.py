@@ -13,7 +13,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -33,6 +33,7 @@ from monitor.core.fingerprint import META_KEY, CanonicalListing, NotIJSONError
 from monitor.core.listing import ListingError, validate_tools
 from monitor.core.states import PollErrorKind
 from monitor.store import PollOutcome, Store
+from monitor.store.digests import current_digests
 from monitor.store.polled import CacheHints, SuccessfulPoll
 from monitor.store.views import View
 
@@ -60,16 +61,24 @@ class Poller:
         """Kept HTTP clients (a long-running `serve` sets them); None: each poll makes its own."""
         self.indexed: dict[int, tuple[bytes, str]] = {}
         """Per server, the digest of its last listing's pages (`FetchedListing.digest`) and that listing's
-        fingerprint (two small values per server ever polled by this process; see `_index`)."""
+        fingerprint (two small values per server ever polled by this process or recalled; see `_index`)."""
 
     def close(self) -> None:
         self.writer.shutdown(wait=True)
+
+    def recall(self, server_ids: Collection[int] | None = None) -> None:
+        """Learn from the database the listing each server's current version was polled as (every
+        server's, or those of `server_ids`; one query), so a server's first poll in this process
+        that sees it again is not indexed again. What this process saw itself is newer and stays."""
+        for server_id, known in current_digests(self.store.sessions, server_ids).items():
+            self.indexed.setdefault(server_id, known)
 
     def jobs(self, names: Sequence[str] = ()) -> list[Job]:
         """Jobs for the named servers (default: all), registering them; unknown names are errors."""
         servers = [self.config.server(name) for name in names] if names else self.config.servers
         targets = [target_for(self.config, server) for server in servers]
         ids = self.store.sync_servers(servers, datetime.now(UTC))
+        self.recall(ids.values())
         return [
             Job(ids[server.name], target, limits_for(self.config.monitor, server))
             for server, target in zip(servers, targets, strict=True)
@@ -153,6 +162,7 @@ class Poller:
             client=job.target.client,
             views=tuple(views),
             cache=CacheHints(fetched.ttl_ms, fetched.cache_scope, fetched.refetches),
+            digest=fetched.digest,
         )
         if not poll.compact:  # views to compare or cache hints to keep: a transaction of its own
             return await self._write(self.store.record, poll)

@@ -130,7 +130,8 @@ class Scheduler:
         """When this process last began polling each server (monotonic)."""
 
     def register(self, now: datetime) -> None:
-        """Sync config servers, spreading first polls over one interval so they do not fire at once."""
+        """Sync config servers, spreading first polls over one interval so they do not fire at once,
+        and tell the poller which listing every server's current version was polled as (`recall`)."""
         ids = self.store.sync_servers(self.config.servers, now)
         default = self.config.monitor.poll_interval
         with self.store.sessions.begin() as session:
@@ -141,6 +142,7 @@ class Scheduler:
                 if row.next_poll_at is None:
                     row.next_poll_at = now + timedelta(seconds=random.uniform(0, server.interval or default))  # noqa: S311
         self.targets = {ids[server.name]: target_for(self.config, server) for server in self.config.servers}
+        self.poller.recall()  # every server's: this instance may poll those registered over the API too
 
     def start(self) -> None:
         self.loop = asyncio.get_running_loop()

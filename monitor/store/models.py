@@ -19,6 +19,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -119,6 +120,9 @@ class Server(Base):
     cache_scope: Mapped[str | None] = mapped_column(String(20))
     tools_list_changed_honored: Mapped[bool | None] = mapped_column(Boolean)
     """Whether the watch session's `subscriptions/listen` acknowledgement kept `toolsListChanged`."""
+    flapping_alert_possible: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
+    """Whether a `listing-flapping` alert may be open: set by the transaction that opens one, cleared
+    by a poll that finds none. False (nearly every server) spares each poll looking for one."""
 
     __table_args__ = (Index("ix_servers_next_poll_at", "next_poll_at"),)
 
@@ -176,6 +180,9 @@ class Snapshot(Base):
     server_info: Mapped[dict[str, Any] | None]
     validation_errors: Mapped[Any | None]
     """Why hosts would reject this listing (MCP schema violations), or None when it is valid."""
+    listing_digest: Mapped[bytes | None] = mapped_column(LargeBinary(32))
+    """SHA-256 of a JSON text the server sent for this listing (`FetchedListing.digest`), so a
+    restarted poller knows it without indexing it again; None when no poll of the version had one."""
 
     __table_args__ = (
         UniqueConstraint("server_id", "version", name="uq_snapshots_server_id_version"),

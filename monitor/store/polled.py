@@ -52,6 +52,9 @@ class SuccessfulPoll:
     """The server's further client profiles' listings, compared with the primary one."""
     cache: CacheHints = CacheHints()
     prepared: PreparedDiff | None = None
+    digest: bytes | None = None
+    """SHA-256 of the JSON text the listing was read from (`FetchedListing.digest`), kept with the
+    version so a restarted poller knows the text; None when the poll had none (redacted secrets)."""
 
     @property
     def compact(self) -> bool:
@@ -105,6 +108,16 @@ class RecordedPoll:
     @property
     def ok(self) -> bool:
         return self.snapshot is not None
+
+
+def seen_again(snapshot: Snapshot, poll: SuccessfulPoll) -> None:
+    """The version's span after a poll that saw its listing again. A version stored before digests
+    were kept (or first seen with its secrets redacted) takes this poll's digest: any text whose
+    listing is the version's tells a restarted poller the same (`monitor.store.digests`)."""
+    snapshot.last_seen = poll.finished_at
+    snapshot.poll_count += 1
+    if snapshot.listing_digest is None and poll.digest is not None:
+        snapshot.listing_digest = poll.digest
 
 
 def succeeded(server: Server, poll: SuccessfulPoll) -> None:

@@ -42,6 +42,7 @@ from monitor.store.polled import (
     PreparedDiff,
     RecordedPoll,
     SuccessfulPoll,
+    seen_again,
     succeeded,
 )
 from monitor.store.views import View, ViewComparison, record_views
@@ -189,8 +190,7 @@ class Store:
                 return outcome
             if previous is not None and unchanged:
                 snapshot = previous[0]
-                snapshot.last_seen = finished_at
-                snapshot.poll_count += 1
+                seen_again(snapshot, poll)
                 new_version = False
             else:
                 listing_id = store_listing(session, listing, metas, finished_at)
@@ -204,6 +204,7 @@ class Store:
                     protocol_version=poll.protocol_version,
                     server_info=poll.server_info,
                     validation_errors=list(poll.validation_errors) or None,
+                    listing_digest=poll.digest,
                 )
                 session.add(snapshot)
                 session.flush()
@@ -303,8 +304,7 @@ class Store:
         """A `compact` poll that saw `snapshot`'s listing again, in the caller's transaction: the span
         (and the primary view's) grows, the server's state and hooks are updated, and its compact mark
         is returned for the caller to write."""
-        snapshot.last_seen = poll.finished_at
-        snapshot.poll_count += 1
+        seen_again(snapshot, poll)
         failing = server.consecutive_failures > 0
         succeeded(server, poll)
         if poll.client is not None:  # no further views: nothing to compare, the primary span grows

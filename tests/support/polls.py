@@ -5,14 +5,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from monitor.core.fingerprint import CanonicalListing
 from monitor.store import PollOutcome, Store
 from monitor.store.marks import from_epoch_ms
 from monitor.store.models import PollAttempt, PollMark
-from monitor.store.polled import SuccessfulPoll
+from monitor.store.polled import PreparedDiff, SuccessfulPoll
 
 HANDSHAKE: dict[str, Any] = {
     "pages": 1,
@@ -57,3 +57,16 @@ def poll_history(session: Session) -> list[tuple[datetime, bool, str | None]]:
     marks = session.scalars(select(PollMark.started_ms)).all()
     rows = [(at, ok, kind) for at, ok, kind in attempts] + [(from_epoch_ms(ms), True, None) for ms in marks]
     return sorted(rows, key=lambda row: row[0])
+
+
+class DiffReadsSeen(Store):
+    """A Store that notes every server whose pre-diff read (`prepare_diff`) a poller asked for: the
+    read a poll of a listing its poller has seen before skips."""
+
+    def __init__(self, engine: Engine, **options: Any) -> None:
+        super().__init__(engine, **options)
+        self.diff_reads: list[int] = []
+
+    def prepare_diff(self, server_id: int, listing: CanonicalListing) -> PreparedDiff | None:
+        self.diff_reads.append(server_id)
+        return super().prepare_diff(server_id, listing)
