@@ -13,6 +13,11 @@ target_metadata = Base.metadata
 
 
 def run(connection: Connection) -> None:
+    if connection.dialect.name == "sqlite" and connection.exec_driver_sql("PRAGMA foreign_keys").scalar():
+        # A batch-mode migration copies a table and drops the original; with foreign keys enforced,
+        # the drop would delete every row referencing it. `monitor.store.migrate` and `downgrade`
+        # (and this file's own engine, below) run migrations with them off.
+        raise SystemExit("SQLite foreign keys are on: migrate with `drift-monitor migrate`")
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
@@ -36,7 +41,11 @@ def main() -> None:
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
+            if conn.dialect.name == "sqlite":  # this engine is disposed of afterwards
+                conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+                conn.commit()
             run(conn)
+            conn.commit()
     finally:
         engine.dispose()
 

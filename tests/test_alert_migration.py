@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from alembic import command
 from sqlalchemy import Engine, MetaData, insert, select
 
 from monitor.core.states import AlertState
 from monitor.notify import silences
 from monitor.store import current_revision, make_engine, migrate, queries
-from monitor.store.db import alembic_config
 from monitor.store.models import Alert, FindingRecord, PollAttempt, Snapshot
 from monitor.store.polls import Store
 
@@ -19,10 +17,7 @@ T0 = datetime(2026, 10, 1, 12, 0, tzinfo=UTC)
 
 
 def upgrade_to(engine: Engine, revision: str) -> None:
-    config = alembic_config()
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, revision)
+    migrate(engine, revision)
 
 
 def fill_as_release_0003(engine: Engine) -> None:

@@ -406,20 +406,16 @@ def test_enforced_is_read_only_and_idempotent_if_both_destructive_and_open_world
 def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) -> None:
     """0003 with a polled server (two versions, one tool flipped): after the upgrade it is a tofu
     server whose first version is trusted, so the flipped tool is denied and the other allowed."""
-    from alembic import command
     from sqlalchemy import Boolean, Integer, String, column, insert, table
 
     from monitor.core.fingerprint import tool_fingerprint
-    from monitor.store import alembic_config, make_engine, migrate
+    from monitor.store import make_engine, migrate
     from monitor.store.decisions import DecisionView
     from monitor.store.models import JSONValue, UTCDateTime
 
     engine = make_engine(database_url)
     try:
-        config = alembic_config()
-        with engine.begin() as connection:
-            config.attributes["connection"] = connection
-            command.upgrade(config, "0003")
+        migrate(engine, "0003")
         servers = table(
             "servers",
             column("id", Integer),

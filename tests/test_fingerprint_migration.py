@@ -13,13 +13,11 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from alembic import command
 from sqlalchemy import Engine, MetaData, func, insert, inspect, select
 from support.polls import record_poll
 
 from monitor.core.fingerprint import fingerprint, tool_fingerprint
 from monitor.store import Store, make_engine, migrate
-from monitor.store.db import alembic_config
 from monitor.store.models import HostSession, Listing, Snapshot, ToolDefinition
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -50,10 +48,7 @@ V3 = [SEARCH, SCALE_INT, ECHO]
 
 def fill_as_the_previous_release(engine: Engine) -> None:
     """Migrate to 0003 and write what the first release's poll transaction wrote for three versions."""
-    config = alembic_config()
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "0003")
+    migrate(engine, "0003")
     meta = MetaData()
     meta.reflect(engine)
     t = meta.tables
@@ -159,10 +154,7 @@ def test_upgrade_recomputes_every_fingerprint_from_the_stored_json(database_url:
 def test_upgrade_of_an_empty_database_of_the_previous_release(database_url: str) -> None:
     engine = make_engine(database_url)
     try:
-        config = alembic_config()
-        with engine.begin() as connection:
-            config.attributes["connection"] = connection
-            command.upgrade(config, "0003")
+        migrate(engine, "0003")
         migrate(engine)  # 0012 and whatever follows it
         assert "client_views" in inspect(engine).get_table_names()
     finally:

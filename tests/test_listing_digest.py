@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from alembic import command
 from sqlalchemy import Engine, MetaData, Table, inspect, select
 from support import WAIT, http_server, record_poll, tool, wait_until
 from support.polls import DiffReadsSeen, fetched_poll
@@ -21,7 +20,7 @@ from monitor.collect.poller import Poller
 from monitor.collect.scheduler import Scheduler
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.core.fingerprint import CanonicalListing
-from monitor.store import Store, alembic_config, current_revision, make_engine, migrate
+from monitor.store import Store, current_revision, downgrade, make_engine, migrate
 from monitor.store.batch import record_unchanged
 from monitor.store.digests import current_digests
 from monitor.store.models import Alert, FindingRecord, PollAttempt, Server, Snapshot
@@ -208,10 +207,7 @@ def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) 
     row."""
     engine = make_engine(database_url)
     try:
-        config = alembic_config()
-        with engine.begin() as connection:
-            config.attributes["connection"] = connection
-            command.upgrade(config, "0015")
+        migrate(engine, "0015")
         listing = CanonicalListing.of(tools())
         server_id = fill_as_0015(engine, listing)
         migrate(engine)
@@ -224,9 +220,7 @@ def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) 
         (outcome,) = record_unchanged(store, [replace(fetched_poll(server_id, listing, T0), digest=text)])
         assert outcome is not None and outcome.version == 1
         assert current_digests(store.sessions) == {server_id: (text, listing.fingerprint)}
-        with engine.begin() as connection:
-            config.attributes["connection"] = connection
-            command.downgrade(config, "0015")
+        downgrade(engine, "0015")
         assert current_revision(engine) == "0015"
         with engine.connect() as connection:
             columns = {column["name"] for column in inspect(connection).get_columns("snapshots")}

@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx2
 import pytest
-from alembic import command
 from sqlalchemy import Engine, MetaData, Table, event, func, select
 from sqlalchemy.orm import Session
 from support import WAIT, http_server, raw_fleet, record_poll, tool, wait_until
@@ -30,7 +29,7 @@ from monitor.core.clients import DEFAULT_PROFILE
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.states import ServerOrigin
 from monitor.notify.alerts import Alerting
-from monitor.store import PollOutcome, Store, alembic_config, current_revision, make_engine, migrate
+from monitor.store import PollOutcome, Store, current_revision, make_engine, migrate
 from monitor.store.batch import record_unchanged
 from monitor.store.marks import from_epoch_ms
 from monitor.store.models import Alert, ClientView, PollAttempt, PollMark, Server, Snapshot
@@ -219,10 +218,7 @@ def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) 
     records compact marks for unchanged polls from then on."""
     engine = make_engine(database_url)
     try:
-        config = alembic_config()
-        with engine.begin() as connection:
-            config.attributes["connection"] = connection
-            command.upgrade(config, "0003")
+        migrate(engine, "0003")
         assert current_revision(engine) == "0003"
         fill_like_the_previous_release(engine)
         migrate(engine)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,14 +55,41 @@ def alembic_config(url: str | None = None) -> AlembicConfig:
     return config
 
 
-def migrate(engine: Engine) -> str:
-    """Bring the database to the newest schema; returns the head revision."""
+def migrate(engine: Engine, revision: str = "head") -> str:
+    """Bring the database to the newest schema (or up to `revision`); returns the head revision."""
     config = alembic_config()
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+    _run_alembic(engine, config, lambda: command.upgrade(config, revision))
     head = ScriptDirectory.from_config(config).get_current_head()
     return head or "base"
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Take the database back to `revision`, keeping every row the older schema can hold."""
+    config = alembic_config()
+    _run_alembic(engine, config, lambda: command.downgrade(config, revision))
+
+
+def _run_alembic(engine: Engine, config: AlembicConfig, step: Callable[[], None]) -> None:
+    """Run a migration step in one transaction on one connection.
+
+    On SQLite, foreign keys are off while it runs: a migration that alters a table in batch mode
+    copies it and drops the original, and with them enforced that drop deletes every row that
+    references the table (`ON DELETE CASCADE`). The pragma only takes effect outside a
+    transaction, so it is set before the step's and set back after it commits.
+    """
+    with engine.connect() as connection:
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            connection.commit()
+        try:
+            with connection.begin():
+                config.attributes["connection"] = connection
+                step()
+        finally:
+            if sqlite:
+                connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+                connection.commit()
 
 
 def current_revision(engine: Engine) -> str | None:
