@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, MetaData, Table, inspect, select
+from sqlalchemy import Engine, inspect, select
 from support import WAIT, http_server, record_poll, tool, wait_until
 from support.polls import DiffReadsSeen, fetched_poll
+from support.releases import OlderRows
 
 from monitor.collect.poller import Poller
 from monitor.collect.scheduler import Scheduler
@@ -246,50 +247,13 @@ def fill_as_0015(engine: Engine, listing: CanonicalListing) -> int:
     `listing-flapping` alert, open and resolved. Returns the first server's id."""
     with engine.begin() as connection:
         names = ("servers", "listings", "tool_definitions", "listing_tools", "snapshots", "poll_attempts")
-        names += ("alerts",)
-        table = {name: Table(name, MetaData(), autoload_with=connection) for name in names}
-
-        def insert(name: str, /, **values: Any) -> int:
-            return int(
-                connection.execute(
-                    table[name].insert().values(**values).returning(table[name].c.id)
-                ).scalar_one()
-            )
-
-        def server(name: str) -> int:
-            return insert(
-                "servers", name=name, transport="http", origin="config", created_at=T0, consecutive_failures=0
-            )
-
-        server_id = server("old")
-        listing_id = insert(
-            "listings", fingerprint=listing.fingerprint, tool_count=len(listing.tools), created_at=T0
-        )
-        for position, name in enumerate(listing.forms):
-            tool_id = insert(
-                "tool_definitions",
-                fingerprint=listing.tool_fingerprint(name),
-                name=name,
-                definition=listing.tools[name],
-            )
-            connection.execute(
-                table["listing_tools"]
-                .insert()
-                .values(listing_id=listing_id, tool_id=tool_id, position=position)
-            )
-        snapshot_id = insert(
-            "snapshots",
-            server_id=server_id,
-            version=1,
-            listing_id=listing_id,
-            first_seen=T0,
-            last_seen=T0,
-            poll_count=1,
-        )
+        rows = OlderRows(connection, *names, "alerts")
+        server_id = rows.server("old", T0)
+        snapshot_id = rows.version(server_id, listing, T0)
         for name, key in (("flapping", "open key"), ("settled", None)):
-            insert(
+            rows.insert(
                 "alerts",
-                server_id=server(name),
+                server_id=rows.server(name, T0),
                 rule="listing-flapping",
                 severity="high",
                 severity_rank=3,
@@ -299,7 +263,7 @@ def fill_as_0015(engine: Engine, listing: CanonicalListing) -> int:
                 opened_at=T0,
                 last_seen_at=T0,
             )
-        insert(
+        rows.insert(
             "poll_attempts",
             server_id=server_id,
             started_at=T0,

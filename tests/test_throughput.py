@@ -14,10 +14,11 @@ from typing import Any
 
 import httpx2
 import pytest
-from sqlalchemy import Engine, MetaData, Table, event, func, select
+from sqlalchemy import Engine, event, func, select
 from sqlalchemy.orm import Session
 from support import WAIT, http_server, raw_fleet, record_poll, tool, wait_until
 from support.polls import fetched_poll
+from support.releases import OlderRows
 
 from monitor.collect.client import Limits, Target, fetch_listing
 from monitor.collect.client.clients import HttpClients
@@ -245,41 +246,12 @@ def fill_like_the_previous_release(engine: Engine) -> None:
     """What 0003's code wrote for a server polled twice: a version, its listing and tools, two full
     attempt rows (written through the tables as the database has them, not through today's models)."""
     with engine.begin() as connection:
-        table = {name: Table(name, MetaData(), autoload_with=connection) for name in TABLES_0003}
-
-        def insert(table_name: str, /, **values: Any) -> int:
-            statement = table[table_name].insert().values(**values).returning(table[table_name].c.id)
-            return int(connection.execute(statement).scalar_one())
-
-        server_id = insert(
-            "servers", name="old", transport="http", origin="config", created_at=T0, consecutive_failures=0
-        )
-        listing = CanonicalListing.of(tools())
-        listing_id = insert("listings", fingerprint=listing.fingerprint, tool_count=2, created_at=T0)
-        for position, name in enumerate(listing.forms):  # what a later migration re-fingerprints from
-            tool_id = insert(
-                "tool_definitions",
-                fingerprint=listing.tool_fingerprint(name),
-                name=name,
-                definition=listing.tools[name],
-            )
-            connection.execute(
-                table["listing_tools"]
-                .insert()
-                .values(listing_id=listing_id, tool_id=tool_id, position=position)
-            )
-        snapshot_id = insert(
-            "snapshots",
-            server_id=server_id,
-            version=1,
-            listing_id=listing_id,
-            first_seen=T0,
-            last_seen=T0,
-            poll_count=1,
-        )
+        rows = OlderRows(connection, *TABLES_0003)
+        server_id = rows.server("old", T0)
+        snapshot_id = rows.version(server_id, CanonicalListing.of(tools()), T0)
         for seconds in (0, 30):
             at = T0 + timedelta(seconds=seconds)
-            insert(
+            rows.insert(
                 "poll_attempts",
                 server_id=server_id,
                 started_at=at,

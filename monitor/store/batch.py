@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import Select, bindparam, select
+from sqlalchemy.orm import Session
 
 from monitor.store.marks import write_marks
-from monitor.store.models import Listing, Server, Snapshot
+from monitor.store.models import Listing, Server, Snapshot, newest_version
 from monitor.store.polled import PollOutcome, SuccessfulPoll
 from monitor.store.polls import Store
 
@@ -60,17 +60,12 @@ def record_unchanged(store: Store, polls: Sequence[SuccessfulPoll]) -> list[Poll
 def _current_versions(locking: bool) -> Select[Server, Snapshot, str]:
     """Each server of the `ids` list (locked when `locking`, in id order so batches never deadlock),
     with its newest version and that version's listing fingerprint (None before a first version)."""
-    older = aliased(Snapshot)
-    newest = (
-        select(func.max(older.version))
-        .where(older.server_id == Server.id)
-        .correlate(Server)
-        .scalar_subquery()
-    )
     query = (
         select(Server, Snapshot, Listing.fingerprint)
         .select_from(Server)
-        .outerjoin(Snapshot, (Snapshot.server_id == Server.id) & (Snapshot.version == newest))
+        .outerjoin(
+            Snapshot, (Snapshot.server_id == Server.id) & (Snapshot.version == newest_version(Server.id))
+        )
         .outerjoin(Listing, Snapshot.listing_id == Listing.id)
         .where(Server.id.in_(bindparam("ids", expanding=True)))
         .order_by(Server.id)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from sqlalchemy import Select, bindparam, func, select
-from sqlalchemy.orm import Session, aliased, sessionmaker
+from sqlalchemy import Select, bindparam, select
+from sqlalchemy.orm import Session, sessionmaker
 
-from monitor.store.models import Listing, Snapshot
+from monitor.store.models import Listing, Snapshot, newest_version
 
 CHUNK = 500
 """Servers per `IN (...)` list."""
@@ -24,17 +24,10 @@ CHUNK = 500
 def _current_digests(some: bool) -> Select[int, bytes | None, str]:
     """Each server's newest version, where it has a digest, with its listing's fingerprint; of the
     `ids` list when `some`."""
-    newer = aliased(Snapshot)
-    newest = (
-        select(func.max(newer.version))
-        .where(newer.server_id == Snapshot.server_id)
-        .correlate(Snapshot)
-        .scalar_subquery()
-    )
     query = (
         select(Snapshot.server_id, Snapshot.listing_digest, Listing.fingerprint)
         .join(Listing, Snapshot.listing_id == Listing.id)
-        .where(Snapshot.listing_digest.is_not(None), Snapshot.version == newest)
+        .where(Snapshot.listing_digest.is_not(None), Snapshot.version == newest_version(Snapshot.server_id))
     )
     return query.where(Snapshot.server_id.in_(bindparam("ids", expanding=True))) if some else query
 

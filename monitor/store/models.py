@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    ColumnElement,
     DateTime,
     Dialect,
     Float,
@@ -21,12 +22,15 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    ScalarSelect,
     String,
     Text,
     TypeDecorator,
     UniqueConstraint,
+    func,
+    select,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Mapped, aliased, mapped_column
 
 from monitor.store.columns import SafeText, StoredJSON
 
@@ -189,6 +193,17 @@ class Snapshot(Base):
         # "Which listing was in force at T": the newest span of the server starting at or before T.
         Index("ix_snapshots_server_id_first_seen", "server_id", "first_seen"),
         Index("ix_snapshots_listing_id", "listing_id"),
+    )
+
+
+def newest_version(server_id: ColumnElement[int] | InstrumentedAttribute[int]) -> ScalarSelect[int]:
+    """The number of `server_id`'s newest version, correlated to the query it is used in."""
+    older = aliased(Snapshot)
+    return (
+        select(func.max(older.version))
+        .where(older.server_id == server_id)
+        .correlate_except(older)
+        .scalar_subquery()
     )
 
 
