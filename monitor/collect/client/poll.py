@@ -182,13 +182,15 @@ class Poll(Attempt):
 
     async def _start(self, stack: AsyncExitStack) -> ClientSession:
         """Open the transport and enter a session on it, both closed when `stack` is."""
-        profile = self.target.client
+        target, profile = self.target, self.target.client
+        if target.transport != "stdio" and not target.url:
+            raise PollError(PollErrorKind.CONNECT, f"{target.transport} target {target.name!r} has no url")
         identity: dict[str, Any] = {
             "message_handler": self._on_message,
             "client_info": types.Implementation(name=profile.name, version=profile.version),
             "capabilities": profile.capabilities,
         }
-        if self.target.transport == "http" and not self.notifications:
+        if target.transport == "http" and not self.notifications:
             dispatcher = await stack.enter_async_context(self._dispatcher(stack))
             return await stack.enter_async_context(ProfileSession(dispatcher=dispatcher, **identity))
         read, write = await stack.enter_async_context(await self._open(stack))
@@ -197,8 +199,7 @@ class Poll(Attempt):
     def _dispatcher(self, stack: AsyncExitStack) -> AbstractAsyncContextManager[PollDispatcher]:
         """A one-shot Streamable HTTP poll: its POSTs on the server's kept client, or on one of its own."""
         target = self.target
-        if not target.url:
-            raise PollError(PollErrorKind.CONNECT, f"http target {target.name!r} has no url")
+        assert target.url is not None  # `_start` checked
         if self.clients is not None:
             token = LISTENER.set(Listener(self._on_response, self._refuse))
             stack.callback(LISTENER.reset, token)
@@ -217,12 +218,13 @@ class Poll(Attempt):
         listing that fails the schema check is kept from here); a watch wraps it to see the server go."""
         return ResultsSeen(stream, self._seen)
 
-    def _seen(self, message: SessionMessage | Exception) -> None:
+    def _seen(self, message: object) -> None:
         if isinstance(message, SessionMessage) and isinstance(message.message, types.JSONRPCResponse):
             self.last_result = message.message.result
 
-    def _inbound(self, message: SessionMessage | Exception) -> None:
-        """What a `PollDispatcher` received, noted as `_reader` notes it; it ends on an `Exception`."""
+    def _inbound(self, message: object) -> None:
+        """A message as it arrived (a result is noted, `_seen`); an `Exception` that stood in place of
+        one ends the poll, and the first explains it. `PollDispatcher` hands on everything here."""
         self._seen(message)
         if isinstance(message, Exception) and self.stream_error is None:
             self.stream_error = message
@@ -240,8 +242,7 @@ class Poll(Attempt):
                 cwd=target.cwd,
             )
             return stdio_client(params, errlog=await stack.enter_async_context(self.stderr.capture()))
-        if not target.url:
-            raise PollError(PollErrorKind.CONNECT, f"{target.transport} target {target.name!r} has no url")
+        assert target.url is not None  # `_start` checked
         return sse_client(  # "sse" (a poll on "http" runs a `PollDispatcher`; a watch overrides this)
             target.url,
             headers=dict(target.headers),
@@ -315,9 +316,7 @@ class Poll(Attempt):
             )
 
     async def _on_message(self, message: IncomingMessage) -> None:
-        if isinstance(message, Exception) and self.stream_error is None:
-            self.stream_error = message
-            self.abort.cancel()
+        self._inbound(message)
 
     async def _negotiate(self, session: ClientSession) -> Negotiated:
         """Handshake first, or discover first, each falling back to the other as `negotiate_auto` does."""
