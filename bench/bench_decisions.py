@@ -68,6 +68,7 @@ def tools(server: int, flipped: bool) -> list[dict[str, Any]]:
 def build(database_url: str) -> None:
     from monitor.config import ServerConfig
     from monitor.store import Store, make_engine, migrate
+    from monitor.store.registration import sync_servers
 
     engine = make_engine(database_url)
     migrate(engine)
@@ -75,7 +76,7 @@ def build(database_url: str) -> None:
     configs = [
         ServerConfig(name=f"s{n:03d}", transport="http", url="http://127.0.0.1:9/") for n in range(SERVERS)
     ]
-    ids = store.sync_servers(configs, T0)
+    ids = sync_servers(store, configs, T0)
     for n in range(SERVERS):
         for version, flipped in enumerate((False, n % 10 == 0)):
             at = T0 + timedelta(minutes=version)

@@ -30,6 +30,7 @@ from support.polls import record_poll
 
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.store import Store, make_engine, migrate
+from monitor.store.registration import sync_servers
 from monitor.webapp.app import create_app
 
 PROPERTIES = 100_000
@@ -51,7 +52,7 @@ def listing(properties: int, kind: str) -> list[dict[str, Any]]:
 
 def record(store: Store, name: str, properties: int) -> None:
     config = ServerConfig(name=name, transport="http", url="http://127.0.0.1:9/")
-    server_id = store.sync_servers([config], T0)[name]
+    server_id = sync_servers(store, [config], T0)[name]
     for step, kind in enumerate(KINDS):
         at = T0 + timedelta(hours=step)
         record_poll(store, server_id, listing(properties, kind), at)

@@ -45,6 +45,7 @@ from monitor.collect.poller import Job, Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.core.fingerprint import CanonicalListing
 from monitor.store import Store, make_engine, migrate
+from monitor.store.registration import sync_servers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # for tests/support
 from support import Fleet, fleet, record_poll
@@ -166,7 +167,7 @@ def steady_state_bytes(tmp: Path) -> tuple[float, list[str]]:
         ServerConfig(name=f"steady-{i}", transport="http", url=f"http://127.0.0.1:9/{i}")
         for i in range(STEADY_SERVERS)
     ]
-    ids = store.sync_servers(servers, datetime.now(UTC))
+    ids = sync_servers(store, servers, datetime.now(UTC))
     listings = {
         ids[s.name]: CanonicalListing.of([make_tool(rng, i, t) for t in range(TOOLS)])
         for i, s in enumerate(servers)

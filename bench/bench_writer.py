@@ -32,6 +32,7 @@ from monitor.notify.alerts import alerting_store
 from monitor.store import Store, make_engine, migrate
 from monitor.store.batch import record_unchanged
 from monitor.store.polled import SuccessfulPoll
+from monitor.store.registration import sync_servers
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 LISTING = CanonicalListing.of(
@@ -59,7 +60,7 @@ def filled(directory: str, servers: int) -> tuple[Store, list[int]]:
         ServerConfig(name=f"s{i:05d}", transport="http", url=f"http://127.0.0.1:9/{i}")
         for i in range(servers)
     ]
-    ids = list(store.sync_servers(configs, T0).values())
+    ids = list(sync_servers(store, configs, T0).values())
     for server_id in ids:
         store.record(poll(server_id, T0))
     return store, ids

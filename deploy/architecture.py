@@ -6,7 +6,10 @@ It reads every module's imports (lazy and type-checking ones included: they are 
 and fails when:
 
 - a module imports from a package of its own layer or a higher one (arrows point one way:
-  core <- config <- store <- collect, notify <- webapp <- service, cli),
+  core <- config <- store <- collect, notify <- webapp <- service, cli); a *unit* (a package
+  holding one concept end to end, such as `monitor/approvals/`) names each module by its role,
+  and a module of role R counts as a member of R's layer package (`storage` is in `store`,
+  `api` in `webapp`), so a unit is a vertical slice through the layers, not a layer of its own,
 - modules import each other in a cycle, or
 - a module is longer than the limit (a module that long does more than one job).
 """
@@ -34,6 +37,25 @@ LAYERS = {
 }
 """The layer of each top-level module or package of `monitor`: imports go to lower layers only
 (or within one's own package). collect and notify share a layer, so neither imports the other."""
+
+UNITS = {
+    "approvals": {
+        "errors": "core",
+        "policy": "core",
+        "records": "store",
+        "storage": "store",
+        "cache": "store",
+        "service": "notify",
+        "recorder": "notify",
+        "point": "notify",
+        "api": "webapp",
+        "hooks": "webapp",
+        "pages": "webapp",
+        "cli": "cli",
+    },
+}
+"""Each unit's modules by role, and the layer package each role belongs to. A unit's `__init__`
+holds only its docstring (the table of its roles), so importing it imports nothing."""
 
 
 def module_name(path: Path, package: Path) -> str:
@@ -64,7 +86,11 @@ def imports_of(path: Path, name: str, known: set[str]) -> set[str]:
 
 
 def top(name: str) -> str:
-    return name.split(".")[1] if name.count(".") >= 1 else name
+    """The layer package a module belongs to: its top-level package, or its role's for a unit's module."""
+    parts = name.split(".")
+    if len(parts) >= 3 and parts[1] in UNITS:
+        return UNITS[parts[1]].get(parts[2], parts[1])
+    return parts[1] if len(parts) >= 2 else name
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -114,6 +140,15 @@ def problems(package: Path) -> list[str]:
             found.append(f"{path.relative_to(package.parent)}: {lines} lines (limit {MAX_LINES})")
         if name == "monitor":
             continue
+        if name.split(".")[1] in UNITS:
+            unit, _, role = name.partition(".")[2].partition(".")
+            if not role:
+                if graph[name]:
+                    found.append(f"{name}: a unit's __init__ imports nothing (it would import every role)")
+                continue
+            if role.split(".")[0] not in UNITS[unit]:
+                found.append(f"{name}: not a role of unit {unit} (add it to UNITS in deploy/architecture.py)")
+                continue
         if top(name) not in LAYERS:
             found.append(f"{name}: not in any layer (add its package to LAYERS in deploy/architecture.py)")
             continue

@@ -30,6 +30,7 @@ from monitor.core.clients import DEFAULT_PROFILE, ClientProfile, check_profiles
 from monitor.core.hostconfigs import read_host_config
 from monitor.core.hosts import HostPolicy, check_host_entry
 from monitor.core.rules import Severity
+from monitor.core.states import ApprovalMode
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -79,7 +80,7 @@ class ServerConfig(BaseModel):
     sse_fallback: bool = False
     """For transport "http": when the URL refuses Streamable HTTP with a 4xx, poll it over SSE, as
     hosts do with a bare `url` (set for such imported entries)."""
-    approval: Literal["tofu", "review", "off"] = "tofu"
+    approval: ApprovalMode = ApprovalMode.TOFU
     """What the decision point treats as approved (SPEC section 10)."""
     aliases: list[str] = Field(default_factory=list)
     """Other names hosts know the server by (Claude Code's `mcp__<name>__tool`), for the hook adapters."""
@@ -114,30 +115,37 @@ class ServerConfig(BaseModel):
 
 
 class WebhookConfig(BaseModel):
+    """A `[[webhooks]]` entry: an alert sink. What each format sends is its sink module's
+    (`monitor.notify.sinks`); a format with settings of its own has its class in `WEBHOOK_SETTINGS`."""
+
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1)
-    url: str = ""
-    """Where to POST; for "alertmanager" its `/api/v2/alerts`, for "pagerduty" by default
-    PagerDuty's Events API v2 endpoint."""
+    url: str
+    """Where to POST; for "alertmanager" its `/api/v2/alerts`."""
     secret_env: str | None = None
     min_severity: Severity = Severity.HIGH
     format: Literal["standard", "slack", "alertmanager", "pagerduty"] = "standard"
-    routing_key_env: str | None = None
-    """"pagerduty": the variable holding the integration's routing key, added to each event as it
-    is sent (never stored in the outbox)."""
 
-    @model_validator(mode="after")
-    def _format_fields(self) -> WebhookConfig:
-        if self.format == "pagerduty":
-            self.url = self.url or PAGERDUTY_EVENTS_URL
-            if not self.routing_key_env:
-                raise ValueError('routing_key_env: required for format "pagerduty"')
-        elif self.routing_key_env:
-            raise ValueError('routing_key_env: only used by format "pagerduty"')
-        if not re.match(r"^https?://", self.url):
-            raise ValueError(f"url: must start with http:// or https:// (got {self.url!r})")
-        return self
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        if not re.match(r"^https?://", url):
+            raise ValueError(f"must start with http:// or https:// (got {url!r})")
+        return url
+
+
+class PagerDutyWebhookConfig(WebhookConfig):
+    """PagerDuty's Events API v2: the integration's routing key comes from a variable, added to each
+    event as it is sent (never stored in the outbox)."""
+
+    format: Literal["standard", "slack", "alertmanager", "pagerduty"] = "pagerduty"
+    url: str = PAGERDUTY_EVENTS_URL
+    routing_key_env: str = Field(min_length=1)
+
+
+WEBHOOK_SETTINGS: dict[str, type[WebhookConfig]] = {"pagerduty": PagerDutyWebhookConfig}
+"""The settings class of each format that has settings beyond `WebhookConfig`'s."""
 
 
 class MonitorSettings(BaseSettings):
@@ -268,7 +276,7 @@ def load_config(path: str | Path | None) -> Config:
             else:
                 servers.append(server)
     webhooks = [
-        _model(WebhookConfig, entry, f"{source}: webhooks[{i}]")
+        _webhook(entry, f"{source}: webhooks[{i}]")
         for i, entry in enumerate(_array(data, "webhooks", source))
     ]
     seen: set[str] = set()
@@ -312,6 +320,13 @@ def _server(entry: Any, where: str) -> ServerConfig:
     if isinstance(entry, dict) and isinstance(entry.get("name"), str):
         where = f"{where} ({entry['name']!r})"
     return _model(ServerConfig, entry, where)
+
+
+def _webhook(entry: Any, where: str) -> WebhookConfig:
+    kind = entry.get("format") if isinstance(entry, dict) else None
+    return _model(
+        WEBHOOK_SETTINGS.get(kind, WebhookConfig) if isinstance(kind, str) else WebhookConfig, entry, where
+    )
 
 
 def _model(model: type[M], entry: Any, where: str) -> M:

@@ -23,6 +23,7 @@ from monitor.notify import sessions
 from monitor.notify.alerts import Alerting, alerting_store
 from monitor.notify.delivery import Deliverer
 from monitor.notify.repost import repost_open_alerts
+from monitor.notify.sinks import reposts_open_alerts
 from monitor.store import PollOutcome, Store, check_schema, make_engine
 from monitor.webapp.app import create_app
 
@@ -69,7 +70,7 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
             asyncio.create_task(watch.run(stop), name="watch"),
             asyncio.create_task(_check_sessions_forever(store, config, alerting, stop), name="sessions"),
         ]
-        if any(webhook.format == "alertmanager" for webhook in config.webhooks):
+        if any(reposts_open_alerts(webhook) for webhook in config.webhooks):
             repost = _repost_forever(store, alerting, config.monitor.alert_repost_interval, stop)
             background.append(asyncio.create_task(repost, name="repost"))
         with long_running_heap():
@@ -176,7 +177,7 @@ async def _check_sessions_forever(
 
 
 async def _repost_forever(store: Store, alerting: Alerting, every: float, stop: asyncio.Event) -> None:
-    """The open alerts to each Alertmanager sink, every `every` seconds (`monitor.notify.repost`)."""
+    """The open alerts to each sink that re-posts them, every `every` seconds (`monitor.notify.repost`)."""
 
     def queue() -> None:
         with store.sessions.begin() as session:

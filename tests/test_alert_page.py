@@ -21,6 +21,7 @@ from monitor.core.findings import Severity
 from monitor.notify.alerts import Alerting
 from monitor.store import Store
 from monitor.store.models import Alert, WebhookDelivery
+from monitor.store.registration import sync_servers
 from monitor.webapp.context import session_cookie_value
 
 SECRET_ENV = "TEST_ALERT_PAGE_SECRET"
@@ -42,8 +43,8 @@ def alerted(store: Store, monkeypatch: pytest.MonkeyPatch) -> Store:
     )
     alerting = Alerting([webhook], base_url="http://testserver")
     store.hooks.append(alerting)
-    server_id = store.sync_servers(
-        [ServerConfig(name="tenants", transport="http", url="http://127.0.0.1:9/")], T0
+    server_id = sync_servers(
+        store, [ServerConfig(name="tenants", transport="http", url="http://127.0.0.1:9/")], T0
     )["tenants"]
     record_poll(store, server_id, listing(True), T0)
     record_poll(store, server_id, listing(False), T0 + timedelta(minutes=1))

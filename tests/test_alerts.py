@@ -23,6 +23,7 @@ from monitor.notify.delivery import Deliverer
 from monitor.notify.handling import AlertResolved, acknowledge
 from monitor.store import Store
 from monitor.store.models import Alert, AlertFinding, FindingRecord, Server, Snapshot, WebhookDelivery
+from monitor.store.registration import sync_servers
 
 SECRET_ENV = "TEST_ALERT_WEBHOOK_SECRET"
 KEY = b"alert webhook key"
@@ -61,7 +62,7 @@ class Harness:
         self.store = Store(engine, unreachable_after=unreachable_after, hooks=[alerting])
         self.clock = Clock()
         config = ServerConfig(name="docs", transport="http", url="http://127.0.0.1:9/mcp")
-        self.server_id = self.store.sync_servers([config], self.clock.tick())["docs"]
+        self.server_id = sync_servers(self.store, [config], self.clock.tick())["docs"]
 
     def succeed(self, tools: list[dict[str, Any]]) -> Any:
         return record_poll(self.store, self.server_id, tools, self.clock.tick())

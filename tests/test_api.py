@@ -32,6 +32,7 @@ from monitor.config import ServerConfig
 from monitor.core.fingerprint import CanonicalListing, fingerprint
 from monitor.store import PollOutcome, Store
 from monitor.store.models import FindingRecord, Server
+from monitor.store.registration import sync_servers
 
 SECRET_HEADER = "Bearer s3cr3t-header-value"
 
@@ -549,8 +550,8 @@ def test_lone_surrogates_are_returned_as_json_escapes(store: Store, monkeypatch:
     hold such listings under their old fingerprint; they still render."""
     if store.engine.dialect.name != "sqlite":
         pytest.skip("PostgreSQL's jsonb refuses lone surrogates, so such a listing is never stored there")
-    (server_id,) = store.sync_servers(
-        [ServerConfig(name="odd", transport="http", url="https://o.example/")], T0
+    (server_id,) = sync_servers(
+        store, [ServerConfig(name="odd", transport="http", url="https://o.example/")], T0
     ).values()
     odd = tool("odd", "broken \ud800 text")
     form = json.dumps(odd, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -79,3 +79,45 @@ def test_upward_imports_sibling_imports_cycles_and_long_modules_fail(
     assert "monitor/notify/alerts.py: 501 lines (limit 500)" in found
     assert any(p.startswith("monitor.extra: not in any layer") for p in found)
     assert len(found) == 5, found
+
+
+def test_a_units_roles_sit_in_their_layers(architecture: ModuleType, tmp_path: Path) -> None:
+    """A unit is a vertical slice: its storage may import the store and its policy, and the store may
+    import its storage; its policy may not import its storage, nor its storage its service."""
+    root = package(
+        tmp_path,
+        {
+            "core/__init__.py": "",
+            "store/__init__.py": "",
+            "store/models.py": "",
+            "store/polls.py": "from monitor.approvals.storage import x\n",
+            "notify/__init__.py": "",
+            "notify/alerts.py": "",
+            "collect/__init__.py": "",
+            "collect/poller.py": "from monitor.approvals.service import z\n",
+            "approvals/__init__.py": '"""The unit."""\n',
+            "approvals/policy.py": "from monitor.approvals.storage import x\n",
+            "approvals/storage.py": (
+                "from monitor.store import models\nfrom monitor.approvals.service import z\n"
+            ),
+            "approvals/service.py": "from monitor.notify import alerts\nz = 1\n",
+            "approvals/gadget.py": "",
+        },
+    )
+    found = architecture.problems(root)
+    assert "monitor.approvals.policy imports monitor.approvals.storage: " in "".join(found)
+    assert any(p.startswith("monitor.approvals.storage imports monitor.approvals.service") for p in found)
+    assert any(p.startswith("monitor.collect.poller imports monitor.approvals.service") for p in found)
+    assert any(p.startswith("monitor.approvals.gadget: not a role of unit approvals") for p in found)
+    assert not any(p.startswith("monitor.store.polls") for p in found), found
+    assert len(found) == 4, found
+
+
+def test_a_units_init_imports_nothing(architecture: ModuleType, tmp_path: Path) -> None:
+    root = package(
+        tmp_path,
+        {"core/__init__.py": "", "approvals/__init__.py": "from monitor.approvals import policy\n"},
+    )
+    root.joinpath("approvals", "policy.py").write_text("")
+    found = architecture.problems(root)
+    assert found == ["monitor.approvals: a unit's __init__ imports nothing (it would import every role)"]

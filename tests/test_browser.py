@@ -22,6 +22,7 @@ from support.world import T0, TOKEN, World, make_app, populate, record, tool
 
 from monitor.config import ServerConfig
 from monitor.store import Store, make_engine, migrate
+from monitor.store.registration import sync_servers
 
 CHROMIUM = Path(os.environ.get("DRIFT_MONITOR_CHROMIUM", "/usr/bin/chromium"))  # Debian's package
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +52,7 @@ def add_fleet(store: Store) -> None:
         ServerConfig(name="slack", transport="sse", url="https://slack.example/sse"),
         ServerConfig(name="tickets", transport="http", url="https://tickets.example/mcp"),
     ]
-    ids = store.sync_servers(configs, T0)
+    ids = sync_servers(store, configs, T0)
     base = [
         tool("list_issues", "List issues of a repository.", annotations={"readOnlyHint": True}),
         tool("create_issue", "Open an issue.", annotations={"readOnlyHint": False, "destructiveHint": False}),

@@ -28,6 +28,7 @@ from monitor.notify.sessions import count_stale, list_sessions, register_session
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Alert, FindingRecord, PollAttempt, Server
 from monitor.store.polled import CacheHints
+from monitor.store.registration import sync_servers
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
@@ -92,8 +93,8 @@ async def test_a_listing_that_never_settles_is_an_error_not_a_mix(tmp_path: Path
 def test_session_stale_waits_for_the_listing_ttl(store: Store) -> None:
     """A host may keep a listing for its ttlMs: with a TTL of an hour and a grace of five minutes,
     a session holding the old listing is not stale after ten minutes, and is after the hour."""
-    (server_id,) = store.sync_servers(
-        [ServerConfig(name="notes", transport="http", url="http://127.0.0.1:9/")], T0
+    (server_id,) = sync_servers(
+        store, [ServerConfig(name="notes", transport="http", url="http://127.0.0.1:9/")], T0
     ).values()
     old, new = TOOLS[:1], [tool("tool_0", read_only=False)]
     record_poll(store, server_id, old, T0)
@@ -138,8 +139,8 @@ async def test_a_listen_ack_that_declines_tools_list_changed(store: Store, tmp_p
     assert acks == [False] and "honored none" in caught.value.message
 
     store.hooks.append(Alerting(base_url="http://127.0.0.1:8000", min_severity=Severity.MEDIUM))
-    (server_id,) = store.sync_servers(
-        [ServerConfig(name="notes", transport="http", url="http://127.0.0.1:9/")], T0
+    (server_id,) = sync_servers(
+        store, [ServerConfig(name="notes", transport="http", url="http://127.0.0.1:9/")], T0
     ).values()
     record_poll(store, server_id, TOOLS, T0, list_changed_advertised=True)
     for minute in (1, 2):  # the watch reconnects and is declined again

@@ -22,6 +22,7 @@ from monitor.core.findings import Severity
 from monitor.core.fingerprint import fingerprint
 from monitor.store import Store
 from monitor.store.models import Alert, DecisionRecord
+from monitor.store.registration import sync_servers
 from monitor.webapp.app import create_app
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
@@ -73,7 +74,7 @@ def make_demo(store: Store, monkeypatch: pytest.MonkeyPatch, approval: str) -> I
         servers=servers,
         source="test",
     )
-    server_id = store.sync_servers(servers, T0)["demo"]
+    server_id = sync_servers(store, servers, T0)["demo"]
     app = create_app(store, config)
     clock = [T0]
     app.state.web.clock = lambda: clock[0]
@@ -196,8 +197,8 @@ def test_unknown_removed_and_off(tofu: Demo, store: Store) -> None:
 
     refused = tofu.client.put("/api/v1/servers/demo/approval", json={"mode": "off"})
     assert refused.status_code == 409, "a config server's mode is set in its config file"
-    store.sync_servers(
-        [ServerConfig(name="demo", transport="http", url="http://127.0.0.1:9/mcp", approval="off")], T0
+    sync_servers(
+        store, [ServerConfig(name="demo", transport="http", url="http://127.0.0.1:9/mcp", approval="off")], T0
     )
     off = tofu.decide("purge")
     assert off["decision"] == "allow" and off["reason"] == "approval off for this server"
@@ -389,7 +390,7 @@ def test_the_hook_endpoint_reads_a_pre_tool_use_input_through_the_alias(review: 
 def test_enforced_is_read_only_and_idempotent_if_both_destructive_and_open_world_if_either(
     approved: dict[str, bool], current: dict[str, bool], enforced: tuple[bool, bool, bool, bool]
 ) -> None:
-    from monitor.core.decisions import enforced_hints, hints_of
+    from monitor.approvals.policy import enforced_hints, hints_of
 
     result = enforced_hints(
         hints_of(tool("t", annotations=approved)), hints_of(tool("t", annotations=current))
@@ -408,9 +409,9 @@ def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) 
     server whose first version is trusted, so the flipped tool is denied and the other allowed."""
     from sqlalchemy import Boolean, Integer, String, column, insert, table
 
+    from monitor.approvals.cache import DecisionView
     from monitor.core.fingerprint import tool_fingerprint
     from monitor.store import make_engine, migrate
-    from monitor.store.decisions import DecisionView
     from monitor.store.models import JSONValue, UTCDateTime
 
     engine = make_engine(database_url)
@@ -539,20 +540,20 @@ def test_an_alias_may_not_name_another_server(tmp_path: Path) -> None:
 def test_another_instance_sees_an_approval_at_its_next_decision(store: Store, database_url: str) -> None:
     """Two processes on one database: each has its own view; an approval committed through the other
     engine moves the generation, so the very next decision here reflects it (no polling, no TTL)."""
+    from monitor.approvals.cache import DecisionView
+    from monitor.approvals.storage import record_approvals
     from monitor.store import make_engine
-    from monitor.store.approvals import approve
-    from monitor.store.decisions import DecisionView
     from monitor.store.models import Server
 
     servers = [ServerConfig(name="demo", transport="http", url="http://127.0.0.1:9/", approval="review")]
-    server_id = store.sync_servers(servers, T0)["demo"]
+    server_id = sync_servers(store, servers, T0)["demo"]
     record_poll(store, server_id, demo_tools(), T0)
     here = DecisionView(store.engine)
     assert here.server("demo").verdict("lookup").decision == "ask"  # type: ignore[union-attr]
     other = make_engine(database_url)
     try:
         with Store(other).sessions.begin() as session:
-            approve(
+            record_approvals(
                 session,
                 session.get_one(Server, server_id),
                 version=None,
@@ -569,13 +570,13 @@ def test_another_instance_sees_an_approval_at_its_next_decision(store: Store, da
 def test_kept_decisions_are_trimmed_to_the_newest_and_pruned_by_age(store: Store) -> None:
     from sqlalchemy import func
 
-    from monitor.core.decisions import Verdict
+    from monitor.approvals.policy import Verdict
+    from monitor.approvals.storage import prune_decisions, record_decision
     from monitor.core.states import DecisionKind
-    from monitor.store.decisions import prune_decisions, record_decision
 
-    server_id = store.sync_servers([ServerConfig(name="d", transport="http", url="http://127.0.0.1:9/")], T0)[
-        "d"
-    ]
+    server_id = sync_servers(
+        store, [ServerConfig(name="d", transport="http", url="http://127.0.0.1:9/")], T0
+    )["d"]
     verdict = Verdict(DecisionKind.DENY, "unknown-tool", "not listed")
     with store.sessions.begin() as session:
         for n in range(100):
@@ -600,13 +601,13 @@ def test_kept_decisions_are_trimmed_to_the_newest_and_pruned_by_age(store: Store
 
 
 def test_the_recorder_keeps_the_good_writes_of_a_batch_with_a_bad_one(store: Store) -> None:
-    from monitor.core.decisions import Verdict
+    from monitor.approvals.policy import Verdict
+    from monitor.approvals.recorder import DecisionRecorder, DecisionWrite
     from monitor.core.states import DecisionKind
-    from monitor.notify.approvals import DecisionRecorder, DecisionWrite
 
-    server_id = store.sync_servers([ServerConfig(name="d", transport="http", url="http://127.0.0.1:9/")], T0)[
-        "d"
-    ]
+    server_id = sync_servers(
+        store, [ServerConfig(name="d", transport="http", url="http://127.0.0.1:9/")], T0
+    )["d"]
     verdict = Verdict(DecisionKind.ASK, "not-approved", "not approved yet")
     recorder = DecisionRecorder(store, keep=100)
     try:

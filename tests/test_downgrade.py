@@ -11,6 +11,7 @@ from support import record_poll, tool
 
 from monitor.config import ServerConfig
 from monitor.store import Store, current_revision, downgrade, make_engine, migrate
+from monitor.store.registration import sync_servers
 
 T0 = datetime(2026, 12, 1, 9, tzinfo=UTC)
 TABLES = ("servers", "snapshots", "poll_attempts", "findings", "listings")
@@ -30,7 +31,7 @@ def test_a_downgrade_past_batch_altered_tables_keeps_every_row(database_url: str
     try:
         migrate(engine)
         store = Store(engine)
-        ids = store.sync_servers([ServerConfig(name="kept", transport="stdio", command="x")], T0)
+        ids = sync_servers(store, [ServerConfig(name="kept", transport="stdio", command="x")], T0)
         record_poll(store, ids["kept"], [tool("search", read_only=True)], T0)
         record_poll(store, ids["kept"], [tool("search", read_only=False)], T0.replace(hour=10))
         before = counts(store)

@@ -28,6 +28,7 @@ from monitor.collect.client import Target, fetch_listing
 from monitor.config import ServerConfig
 from monitor.core.fingerprint import CanonicalListing
 from monitor.store import Store
+from monitor.store.registration import sync_servers
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = (ROOT / "docs" / "fingerprint.md").read_text("utf-8")
@@ -48,7 +49,7 @@ async def stored_listing(store: Store) -> tuple[str, list[dict[str, Any]]]:
     fetched = await fetch_listing(
         Target(name="time", transport="stdio", command=server.command, args=server.args)
     )
-    (server_id,) = store.sync_servers([server], T0).values()
+    (server_id,) = sync_servers(store, [server], T0).values()
     outcome = record_poll(store, server_id, CanonicalListing.of(fetched.tools), T0)
     snapshot = store.snapshot_at(server_id, T0)
     assert outcome.fingerprint is not None and snapshot is not None

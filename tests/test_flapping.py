@@ -16,6 +16,7 @@ from monitor.core.findings import Severity
 from monitor.notify.alerts import Alerting
 from monitor.store import Store
 from monitor.store.models import Alert, FindingRecord, Server, WebhookDelivery
+from monitor.store.registration import sync_servers
 
 SECRET_ENV = "TEST_FLAPPING_SECRET"
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
@@ -35,8 +36,8 @@ class Flapper:
         )
         self.engine = engine
         self.store = Store(engine, hooks=[Alerting([webhook], base_url="http://127.0.0.1:8000")])
-        self.server_id = self.store.sync_servers(
-            [ServerConfig(name="mirror", transport="http", url="http://127.0.0.1:9/")], T0
+        self.server_id = sync_servers(
+            self.store, [ServerConfig(name="mirror", transport="http", url="http://127.0.0.1:9/")], T0
         )["mirror"]
         self.at = T0
 

@@ -20,6 +20,7 @@ from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.notify.alerts import Alerting
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Alert, PollAttempt, Snapshot
+from monitor.store.registration import sync_servers
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
@@ -106,8 +107,8 @@ def test_a_listing_that_cannot_be_read_keeps_its_raw_payload(
 
 
 def test_changed_without_version_bump(store: Store) -> None:
-    server_id = store.sync_servers(
-        [ServerConfig(name="git", transport="http", url="http://127.0.0.1:9/")], T0
+    server_id = sync_servers(
+        store, [ServerConfig(name="git", transport="http", url="http://127.0.0.1:9/")], T0
     )["git"]
     info = {"name": "git", "version": "1.2.0"}
     record_poll(store, server_id, [tool("log", read_only=True)], T0, server_info=info)

@@ -25,6 +25,7 @@ from monitor.store import Store, current_revision, downgrade, make_engine, migra
 from monitor.store.batch import record_unchanged
 from monitor.store.digests import current_digests
 from monitor.store.models import Alert, FindingRecord, PollAttempt, Server, Snapshot
+from monitor.store.registration import sync_servers
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
@@ -68,8 +69,8 @@ def test_a_version_keeps_its_digest_and_the_current_one_is_recalled(store: Store
     """A new version keeps its poll's digest; a poll without one (secrets redacted) stores none,
     and a later poll of the same listing gives the version its digest. Only a server's current
     version counts: a newer version without a digest hides an older one's."""
-    ids = store.sync_servers(
-        [ServerConfig(name=n, transport="http", url="http://127.0.0.1:9/") for n in "abc"], T0
+    ids = sync_servers(
+        store, [ServerConfig(name=n, transport="http", url="http://127.0.0.1:9/") for n in "abc"], T0
     )
     a, b, c = ids["a"], ids["b"], ids["c"]
     listing, changed = CanonicalListing.of(tools()), CanonicalListing.of(tools(version=2))

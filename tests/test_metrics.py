@@ -22,6 +22,7 @@ from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.core.findings import Finding, Severity
 from monitor.store import PollOutcome, Store
 from monitor.store.models import PollAttempt
+from monitor.store.registration import sync_servers
 from monitor.store.retention import prune_poll_attempts
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -110,7 +111,8 @@ def test_poll_duration_is_a_cumulative_histogram(client: TestClient) -> None:
 
 def test_per_server_gauges_follow_the_servers(store: Store, client: TestClient) -> None:
     now = datetime.now(UTC)
-    ids = store.sync_servers(
+    ids = sync_servers(
+        store,
         [
             ServerConfig(name="a", transport="http", url="http://127.0.0.1:9/mcp"),
             ServerConfig(name="b", transport="http", url="http://127.0.0.1:9/mcp"),

@@ -35,6 +35,7 @@ from support.world import (
 from monitor.notify import sessions
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Alert
+from monitor.store.registration import sync_servers
 from monitor.webapp.app import CONTENT_SECURITY_POLICY
 from monitor.webapp.context import SESSION_SECONDS, session_cookie_value
 
@@ -400,8 +401,8 @@ def test_pages_survive_odd_listings(store: Store, monkeypatch: pytest.MonkeyPatc
     """Descriptions that are not strings, annotations that are not objects, hints that are strings."""
     from monitor.config import ServerConfig
 
-    (server_id,) = store.sync_servers(
-        [ServerConfig(name="odd", transport="http", url="https://o.example/")], T0
+    (server_id,) = sync_servers(
+        store, [ServerConfig(name="odd", transport="http", url="https://o.example/")], T0
     ).values()
     odd: list[dict[str, Any]] = [
         {"name": "a", "description": {"text": "object"}, "annotations": "yes"},

@@ -32,6 +32,7 @@ from monitor.store.models import (
     ToolDefinition,
     WebhookDelivery,
 )
+from monitor.store.registration import sync_servers
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 OLD = NOW - timedelta(days=40)
@@ -88,8 +89,8 @@ class Seeded:
 def seed(engine: Engine) -> Seeded:
     """Two versions with findings, an alert, poll attempts and deliveries on both sides of CUTOFF."""
     store = Store(engine, attempts_kept=1000, unreachable_after=3)
-    server_id = store.sync_servers(
-        [ServerConfig(name="s", transport="http", url="http://127.0.0.1:9/mcp")], OLD
+    server_id = sync_servers(
+        store, [ServerConfig(name="s", transport="http", url="http://127.0.0.1:9/mcp")], OLD
     )["s"]
     at = OLD
     for i in range(8):  # version 1, then the read-only flip: version 2 with a critical finding

@@ -24,6 +24,7 @@ from monitor.notify.sessions import (
 )
 from monitor.store import Store
 from monitor.store.models import Alert, FindingRecord, HostSession, WebhookDelivery
+from monitor.store.registration import sync_servers
 
 T0 = datetime(2026, 1, 1, 14, 0, tzinfo=UTC)
 GRACE = timedelta(minutes=5)
@@ -49,8 +50,8 @@ def open_alerts(store: Store) -> list[Alert]:
 def setup(store: Store) -> tuple[Store, Alerting, int]:
     # Low: session-long-lived (low) opens alerts only where the policy asks for low severities.
     alerting = Alerting(base_url="http://127.0.0.1:8000", min_severity=Severity.LOW)
-    server_id = store.sync_servers(
-        [ServerConfig(name="git", transport="http", url="http://127.0.0.1:9/")], T0
+    server_id = sync_servers(
+        store, [ServerConfig(name="git", transport="http", url="http://127.0.0.1:9/")], T0
     )["git"]
     return store, alerting, server_id
 
@@ -213,8 +214,8 @@ def alerted(store: Store, monkeypatch: pytest.MonkeyPatch) -> tuple[Store, Alert
         min_severity=Severity.HIGH,
     )
     alerting = Alerting([webhook], base_url="http://127.0.0.1:8000", clear_for=timedelta(seconds=15))
-    server_id = store.sync_servers(
-        [ServerConfig(name="git", transport="http", url="http://127.0.0.1:9/")], T0
+    server_id = sync_servers(
+        store, [ServerConfig(name="git", transport="http", url="http://127.0.0.1:9/")], T0
     )["git"]
     record_poll(store, server_id, tools(read_only=True), T0)
     with store.sessions.begin() as session:
@@ -279,8 +280,8 @@ def test_a_condition_below_the_alert_threshold_is_stored_once_not_at_every_check
     """session-long-lived is low; with the default threshold (high) it opens no alert, and its finding
     is stored once, not once per check."""
     alerting = Alerting(base_url="http://127.0.0.1:8000")
-    server_id = store.sync_servers(
-        [ServerConfig(name="git", transport="http", url="http://127.0.0.1:9/")], T0
+    server_id = sync_servers(
+        store, [ServerConfig(name="git", transport="http", url="http://127.0.0.1:9/")], T0
     )["git"]
     record_poll(store, server_id, tools(read_only=True), T0)
     with store.sessions.begin() as session:

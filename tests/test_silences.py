@@ -23,6 +23,7 @@ from monitor.notify import silences
 from monitor.notify.alerts import Alerting
 from monitor.store import Store
 from monitor.store.models import Alert, FindingRecord, WebhookDelivery
+from monitor.store.registration import sync_servers
 from monitor.webapp.context import session_cookie_value
 
 SECRET_ENV = "TEST_SILENCE_SECRET"
@@ -40,8 +41,8 @@ def muted_store(store: Store, monkeypatch: pytest.MonkeyPatch) -> tuple[Store, i
         name="ops", url="http://127.0.0.1:9/hook", secret_env=SECRET_ENV, min_severity=Severity.HIGH
     )
     store.hooks.append(Alerting([webhook], base_url="http://127.0.0.1:8000"))
-    server_id = store.sync_servers(
-        [ServerConfig(name="reports", transport="http", url="http://127.0.0.1:9/")], T0
+    server_id = sync_servers(
+        store, [ServerConfig(name="reports", transport="http", url="http://127.0.0.1:9/")], T0
     )["reports"]
     record_poll(store, server_id, listing(True), T0)
     return store, server_id
@@ -210,8 +211,8 @@ def test_the_cli_adds_lists_and_expires_silences(engine: Engine, database_url: s
         f'[monitor]\ndatabase_url = "{database_url}"\n\n'
         '[[servers]]\nname = "reports"\ntransport = "http"\nurl = "http://127.0.0.1:9/mcp"\n'
     )
-    Store(engine).sync_servers(
-        [ServerConfig(name="reports", transport="http", url="http://127.0.0.1:9/mcp")], T0
+    sync_servers(
+        Store(engine), [ServerConfig(name="reports", transport="http", url="http://127.0.0.1:9/mcp")], T0
     )
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -17,6 +17,7 @@ from monitor.config import ServerConfig
 from monitor.notify.alerts import Alerting
 from monitor.store import Store
 from monitor.store.models import Alert, Server
+from monitor.store.registration import sync_servers
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -42,7 +43,7 @@ def silent_alerts(engine: Engine) -> list[Alert]:
 def change_under_watch(engine: Engine, config: ServerConfig, *, reconnected: bool = False) -> list[str]:
     alerting = Alerting(base_url="http://127.0.0.1:8000")
     store = Store(engine, hooks=[alerting])
-    server_id = store.sync_servers([config], T0)[config.name]
+    server_id = sync_servers(store, [config], T0)[config.name]
     watched(engine, server_id, T0 - timedelta(minutes=1))  # connected before the first poll
     record_poll(store, server_id, listing(True), T0, list_changed_advertised=True)
     record_poll(store, server_id, listing(True), T0 + timedelta(minutes=1), list_changed_advertised=True)

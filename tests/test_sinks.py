@@ -14,13 +14,14 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 from support.sinks import Alertmanager, PagerDuty
 
-from monitor.config import ConfigError, ServerConfig, WebhookConfig, load_config
+from monitor.config import ConfigError, PagerDutyWebhookConfig, ServerConfig, WebhookConfig, load_config
 from monitor.notify.alerts import Alerting
 from monitor.notify.delivery import Deliverer
 from monitor.notify.handling import acknowledge
 from monitor.notify.repost import repost_open_alerts
 from monitor.store import Store
 from monitor.store.models import Alert, DeliveryAttempt, WebhookDelivery
+from monitor.store.registration import sync_servers
 
 ROUTING_ENV = "TEST_PAGERDUTY_ROUTING_KEY"
 ROUTING_KEY = "R0123456789abcdef0123456789abcde"
@@ -43,7 +44,7 @@ class Flip:
         self.store = Store(engine, hooks=[self.alerting])
         self.now = datetime.now(UTC) - timedelta(minutes=5)
         config = ServerConfig(name="docs", transport="http", url="http://127.0.0.1:9/mcp")
-        self.server_id = self.store.sync_servers([config], self.tick())["docs"]
+        self.server_id = sync_servers(self.store, [config], self.tick())["docs"]
         self.deliverer = Deliverer(engine, webhooks, backoff_base=0.01, backoff_cap=0.05)
 
     def tick(self) -> datetime:
@@ -108,7 +109,7 @@ async def test_pagerduty_trigger_acknowledge_resolve_with_one_dedup_key(
 ) -> None:
     monkeypatch.setenv(ROUTING_ENV, ROUTING_KEY)
     with PagerDuty() as pagerduty:
-        webhook = WebhookConfig(name="pd", url=pagerduty.url, format="pagerduty", routing_key_env=ROUTING_ENV)
+        webhook = PagerDutyWebhookConfig(name="pd", url=pagerduty.url, routing_key_env=ROUTING_ENV)
         flip = Flip(engine, [webhook])
         flip.poll(read_only=True)
         flip.poll(read_only=False)
@@ -140,7 +141,7 @@ async def test_pagerduty_without_its_routing_key_fails_and_is_recorded(
 ) -> None:
     monkeypatch.delenv(ROUTING_ENV, raising=False)
     with PagerDuty() as pagerduty:
-        webhook = WebhookConfig(name="pd", url=pagerduty.url, format="pagerduty", routing_key_env=ROUTING_ENV)
+        webhook = PagerDutyWebhookConfig(name="pd", url=pagerduty.url, routing_key_env=ROUTING_ENV)
         flip = Flip(engine, [webhook])
         flip.poll(read_only=True)
         flip.poll(read_only=False)
@@ -156,7 +157,7 @@ async def test_pagerduty_without_its_routing_key_fails_and_is_recorded(
     [("critical", "critical"), ("high", "error"), ("medium", "warning"), ("low", "info"), ("info", "info")],
 )
 def test_pagerduty_severities(severity: str, expected: str) -> None:
-    from monitor.notify.sinks import pagerduty_event
+    from monitor.notify.sinks.pagerduty import PagerDuty
 
     alert = {
         "id": 7,
@@ -168,7 +169,7 @@ def test_pagerduty_severities(severity: str, expected: str) -> None:
         "opened_at": "2026-01-01T00:00:00Z",
         "url": "http://x/alerts/7",
     }
-    event = pagerduty_event({"type": "alert.opened", "alert": alert, "findings": []})
+    event = PagerDuty.body({"type": "alert.opened", "alert": alert, "findings": []})
     assert event["payload"]["severity"] == expected and event["dedup_key"] == "7"
     assert json.dumps(event)
 
@@ -184,7 +185,7 @@ def test_sink_config(tmp_path: Any) -> None:
     assert pd.url == "https://events.pagerduty.com/v2/enqueue"
     assert am.url.endswith("/api/v2/alerts")
     path.write_text('[[webhooks]]\nname = "pd"\nformat = "pagerduty"\n', encoding="utf-8")
-    with pytest.raises(ConfigError, match="routing_key_env: required"):
+    with pytest.raises(ConfigError, match="routing_key_env: Field required"):
         load_config(path)
 
 

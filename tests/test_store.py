@@ -31,6 +31,7 @@ from monitor.store.models import (
     ToolDefinition,
 )
 from monitor.store.queries.servers import recent_attempts
+from monitor.store.registration import sync_servers
 
 
 def make_tools(count: int) -> list[dict[str, Any]]:
@@ -177,7 +178,7 @@ def test_unreachable_after_three_failures_then_recovery(store: Store, engine: En
 
 
 def test_unchanged_polls_keep_a_span_and_trim_attempts(store: Store, engine: Engine) -> None:
-    server_id = store.sync_servers([http_config("s", "http://127.0.0.1:9/mcp")], datetime.now(UTC))["s"]
+    server_id = sync_servers(store, [http_config("s", "http://127.0.0.1:9/mcp")], datetime.now(UTC))["s"]
     start = datetime(2026, 1, 1, tzinfo=UTC)
     for minute in range(12):
         record_poll(store, server_id, make_tools(5), start + timedelta(minutes=minute))
@@ -197,7 +198,7 @@ def test_unchanged_polls_keep_a_span_and_trim_attempts(store: Store, engine: Eng
 
 
 def test_snapshot_in_force_at_a_time(store: Store) -> None:
-    server_id = store.sync_servers([http_config("s", "http://127.0.0.1:9/mcp")], datetime.now(UTC))["s"]
+    server_id = sync_servers(store, [http_config("s", "http://127.0.0.1:9/mcp")], datetime.now(UTC))["s"]
     times = [datetime(2026, 1, 1, 14, m, tzinfo=UTC) for m in (0, 10, 20)]
     for size, at in zip((1, 2, 1), times, strict=True):
         record_poll(store, server_id, make_tools(size), at)
@@ -217,7 +218,7 @@ def test_a_failure_mid_poll_leaves_nothing_half_written(
 ) -> None:
     from monitor.store import polls as store_module
 
-    server_id = store.sync_servers([http_config("s", "http://127.0.0.1:9/mcp")], datetime.now(UTC))["s"]
+    server_id = sync_servers(store, [http_config("s", "http://127.0.0.1:9/mcp")], datetime.now(UTC))["s"]
     at = datetime(2026, 1, 1, tzinfo=UTC)
     record_poll(store, server_id, make_tools(2), at)
     before = {

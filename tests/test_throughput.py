@@ -36,6 +36,7 @@ from monitor.store.marks import from_epoch_ms
 from monitor.store.models import Alert, ClientView, PollAttempt, PollMark, Server, Snapshot
 from monitor.store.polled import RecordedPoll
 from monitor.store.queries.servers import recent_attempts
+from monitor.store.registration import sync_servers
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
@@ -59,7 +60,7 @@ def register(store: Store, count: int) -> list[int]:
     configs = [
         ServerConfig(name=f"s{i:03d}", transport="http", url=f"http://127.0.0.1:9/{i}") for i in range(count)
     ]
-    ids = store.sync_servers(configs, T0)
+    ids = sync_servers(store, configs, T0)
     return [ids[config.name] for config in configs]
 
 

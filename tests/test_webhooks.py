@@ -23,8 +23,9 @@ from support import Process, Receiver, Reply, webhook_secret
 from monitor.config import WebhookConfig
 from monitor.notify.delivery import Deliverer
 from monitor.notify.outbox import backoff_delay, enqueue, parse_retry_after, wake_after_commit
-from monitor.notify.payloads import render, slack_message
 from monitor.notify.signing import sign, signing_key
+from monitor.notify.sinks import render
+from monitor.notify.sinks.slack import SlackWebhook
 from monitor.store import make_engine
 from monitor.store.models import DeliveryAttempt, WebhookDelivery
 
@@ -346,7 +347,7 @@ def test_slack_format_is_escaped_plain_text() -> None:
         },
         "findings": [],
     }
-    message = slack_message(payload)
+    message = SlackWebhook.body(payload)
     assert set(message) == {"text", "blocks"}
     assert message["text"].startswith("[CRITICAL] read-only-revoked opened on docs / &lt;!channel&gt; &amp; ")
     texts = [message["text"], message["blocks"][0]["text"]["text"]]

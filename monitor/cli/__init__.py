@@ -13,7 +13,8 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 
-from monitor.cli import approvals, database, logs, offline, registry, serve, silence
+from monitor.approvals import cli as approvals
+from monitor.cli import database, logs, offline, registry, serve, silence
 from monitor.cli.common import EXIT_BROKEN_PIPE, EXIT_USAGE, CommandError
 from monitor.config import ConfigError
 from monitor.core.listing import ListingError

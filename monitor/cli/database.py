@@ -113,8 +113,8 @@ def _run_prune(args: argparse.Namespace) -> int:
     """Trim poll attempts and finished deliveries older than the cutoff; snapshots and findings stay."""
     from datetime import UTC, datetime, timedelta
 
+    from monitor.approvals.storage import prune_decisions
     from monitor.store import SchemaNotReady, check_schema, make_engine, prune_poll_attempts, render_url
-    from monitor.store.decisions import prune_decisions
 
     config = load(args)
     cutoff = datetime.now(UTC) - timedelta(seconds=args.older_than)

@@ -35,6 +35,7 @@ from monitor.core.states import PollErrorKind
 from monitor.store import PollOutcome, Store
 from monitor.store.digests import current_digests
 from monitor.store.polled import CacheHints, SuccessfulPoll
+from monitor.store.registration import sync_servers
 from monitor.store.views import View
 
 log = logging.getLogger("drift_monitor.poller")
@@ -77,7 +78,7 @@ class Poller:
         """Jobs for the named servers (default: all), registering them; unknown names are errors."""
         servers = [self.config.server(name) for name in names] if names else self.config.servers
         targets = [target_for(self.config, server) for server in servers]
-        ids = self.store.sync_servers(servers, datetime.now(UTC))
+        ids = sync_servers(self.store, servers, datetime.now(UTC))
         self.recall(ids.values())
         return [
             Job(ids[server.name], target, limits_for(self.config.monitor, server))

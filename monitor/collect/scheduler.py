@@ -38,6 +38,7 @@ from monitor.core.states import ServerOrigin
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Server
 from monitor.store.polled import RecordedPoll
+from monitor.store.registration import sync_servers
 
 log = logging.getLogger("drift_monitor.scheduler")
 
@@ -132,7 +133,7 @@ class Scheduler:
     def register(self, now: datetime) -> None:
         """Sync config servers, spreading first polls over one interval so they do not fire at once,
         and tell the poller which listing every server's current version was polled as (`recall`)."""
-        ids = self.store.sync_servers(self.config.servers, now)
+        ids = sync_servers(self.store, self.config.servers, now)
         default = self.config.monitor.poll_interval
         with self.store.sessions.begin() as session:
             for server in self.config.servers:

@@ -73,3 +73,14 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [json_safe(item) for item in value]
     return value
+
+
+def unicode_text(value: str) -> bool:
+    """Valid Unicode (no lone surrogates): what the columns holding tool names can bind, NUL included."""
+    return not _has_surrogate(value)
+
+
+def storable(value: str) -> bool:
+    """Free text both databases can bind as a plain column: no NUL (PostgreSQL refuses it) and no lone
+    surrogates. The one check of names, notes and ids that people and hosts send."""
+    return "\x00" not in value and not _has_surrogate(value)

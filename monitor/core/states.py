@@ -79,3 +79,14 @@ class DecisionKind(enum.StrEnum):
     ALLOW = "allow"
     ASK = "ask"
     DENY = "deny"
+
+
+class AlertEvent(enum.StrEnum):
+    """What happened to an alert, as a delivery's `event_type` (each sink hears the ones it wants)."""
+
+    OPENED = "alert.opened"
+    RESOLVED = "alert.resolved"
+    ACKNOWLEDGED = "alert.acknowledged"
+    """Only sinks that track acknowledgement hear it (PagerDuty); webhooks carry opened and resolved."""
+    FIRING = "alerts.firing"
+    """The periodic re-post of every open alert, for sinks that forget what is not repeated."""

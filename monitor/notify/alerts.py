@@ -23,11 +23,12 @@ from monitor.config import Config, WebhookConfig
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.rules import TOOL_RULES, Check
 from monitor.core.rules.listings import LISTING_RULES
-from monitor.core.states import AlertState
+from monitor.core.states import AlertEvent, AlertState
 from monitor.notify import silences
 from monitor.notify.events import alert_event
 from monitor.notify.outbox import DEFAULT_EXPIRY, enqueue, wake_after_commit
-from monitor.notify.payloads import ALERT_OPENED, ALERT_RESOLVED, MAX_FINDINGS, alert_payload
+from monitor.notify.payloads import MAX_FINDINGS, alert_payload
+from monitor.notify.sinks import hears
 from monitor.store.db import insert
 from monitor.store.flapping import settled_changes
 from monitor.store.models import (
@@ -367,7 +368,13 @@ def open_or_attach(
             session.add_all(AlertFinding(alert_id=alert.id, finding_id=f.id) for f in findings)
             alert_event(session, alert, server.name, "opened")
             announce(
-                session, alert, server.name, ALERT_OPENED, policy.webhooks_for(severity.rank), now, policy
+                session,
+                alert,
+                server.name,
+                AlertEvent.OPENED,
+                policy.webhooks_for(severity.rank),
+                now,
+                policy,
             )
             return alert
     raise RuntimeError(f"alert {key} kept opening and resolving under us")
@@ -381,7 +388,13 @@ def resolve(session: Session, alert: Alert, now: datetime, *, policy: Alerting) 
     server = session.get_one(Server, alert.server_id)
     alert_event(session, alert, server.name, "resolved")
     announce(
-        session, alert, server.name, ALERT_RESOLVED, policy.webhooks_for(alert.severity_rank), now, policy
+        session,
+        alert,
+        server.name,
+        AlertEvent.RESOLVED,
+        policy.webhooks_for(alert.severity_rank),
+        now,
+        policy,
     )
 
 
@@ -430,19 +443,20 @@ def _attach(
         previous = alert.severity_rank
         alert.severity, alert.severity_rank, alert.message = severity.value, severity.rank, message
         newly = [w for w in policy.webhooks_for(severity.rank) if w.min_severity.rank > previous]
-        announce(session, alert, server.name, ALERT_OPENED, newly, now, policy)
+        announce(session, alert, server.name, AlertEvent.OPENED, newly, now, policy)
 
 
 def announce(
     session: Session,
     alert: Alert,
     server: str,
-    event_type: str,
+    event_type: AlertEvent,
     targets: Iterable[WebhookConfig],
     now: datetime,
     policy: Alerting,
 ) -> None:
-    targets = list(targets)
+    """Queue the event for those of `targets` whose sinks hear it, in the caller's transaction."""
+    targets = [webhook for webhook in targets if hears(webhook, event_type)]
     if not targets:
         return
     session.flush()

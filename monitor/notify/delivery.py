@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 import uuid
 from collections.abc import Sequence
@@ -25,8 +24,7 @@ from monitor.config import Config, WebhookConfig
 from monitor.core.states import DeliveryState
 from monitor.metrics import DELIVERIES
 from monitor.notify.outbox import backoff_delay, parse_retry_after
-from monitor.notify.signing import key_from_env, sign
-from monitor.notify.sinks import with_routing_key
+from monitor.notify.sinks import sink_for
 from monitor.store.models import DeliveryAttempt, WebhookDelivery
 
 if TYPE_CHECKING:
@@ -35,8 +33,6 @@ if TYPE_CHECKING:
     from monitor.store import Store
 
 log = logging.getLogger(__name__)
-
-USER_AGENT = "drift-monitor-webhooks/1"
 
 
 @dataclass(frozen=True)
@@ -81,13 +77,7 @@ class Deliverer:
         idle_poll: float = 5.0,
     ) -> None:
         self.sessions = sessionmaker(engine, expire_on_commit=False)
-        self.webhooks = {webhook.name: webhook for webhook in webhooks}
-        self._keys = {webhook.name: key_from_env(webhook) for webhook in webhooks}
-        self._routing_keys = {
-            webhook.name: os.environ.get(webhook.routing_key_env, "")
-            for webhook in webhooks
-            if webhook.routing_key_env
-        }
+        self.sinks = {webhook.name: sink_for(webhook) for webhook in webhooks}
         self.owner = owner or f"deliverer-{uuid.uuid4().hex[:12]}"
         self.timeout = timeout
         self.lease = timedelta(seconds=lease)
@@ -169,7 +159,7 @@ class Deliverer:
         """Lease up to `limit` due deliveries, and expire the pending ones past their expiry."""
         now = _utcnow()
         lease_free = or_(WebhookDelivery.lease_expires_at.is_(None), WebhookDelivery.lease_expires_at <= now)
-        ours = WebhookDelivery.webhook.in_(list(self.webhooks))
+        ours = WebhookDelivery.webhook.in_(list(self.sinks))
         with self.sessions.begin() as session:
             rows = session.scalars(
                 select(WebhookDelivery)
@@ -203,7 +193,7 @@ class Deliverer:
                 select(WebhookDelivery.next_attempt_at)
                 .where(
                     WebhookDelivery.state == DeliveryState.PENDING,
-                    WebhookDelivery.webhook.in_(list(self.webhooks)),
+                    WebhookDelivery.webhook.in_(list(self.sinks)),
                     or_(WebhookDelivery.lease_expires_at.is_(None), WebhookDelivery.lease_expires_at <= now),
                 )
                 .order_by(WebhookDelivery.next_attempt_at)
@@ -214,33 +204,19 @@ class Deliverer:
         return min(self.idle_poll, max(0.0, (due - now).total_seconds()))
 
     async def _attempt(self, transport: httpx.AsyncHTTPTransport, claim: _Claim) -> None:
-        webhook = self.webhooks[claim.webhook]
-        body = claim.body.encode("utf-8")
-        routing_key = self._routing_keys.get(webhook.name)
-        if routing_key:
-            body = with_routing_key(claim.body, routing_key)
-        timestamp = int(time.time())
-        headers = {
-            "content-type": "application/json",
-            "user-agent": USER_AGENT,
-            "webhook-id": claim.id,
-            "webhook-timestamp": str(timestamp),
-        }
-        key = self._keys[webhook.name]
-        if key is not None:
-            headers["webhook-signature"] = sign(key, claim.id, timestamp, body)
+        sink = self.sinks[claim.webhook]
+        webhook = sink.webhook
         attempted_at = _utcnow()
         started = time.perf_counter()
         status: int | None = None
         error: str | None = None
         retry_after: float | None = None
         try:
-            if routing_key == "":
-                raise LookupError(f"{webhook.routing_key_env} (the PagerDuty routing key) is not set")
+            content, headers = sink.request(claim.id, claim.body, int(time.time()))
             request = httpx.Request(
                 "POST",
                 webhook.url,
-                content=body,
+                content=content,
                 headers=headers,
                 extensions={"timeout": httpx.Timeout(self.timeout).as_dict()},
             )

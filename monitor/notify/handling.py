@@ -10,10 +10,9 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from monitor.core.states import AlertState
+from monitor.core.states import AlertEvent, AlertState
 from monitor.notify.alerts import Alerting, announce, resolve
 from monitor.notify.events import alert_event
-from monitor.notify.sinks import ALERT_ACKNOWLEDGED
 from monitor.store.models import Alert, Server
 
 
@@ -34,7 +33,7 @@ def acknowledge(
 
     None: no such alert. Acknowledging again keeps the first time and adds a later note or name;
     a resolved alert raises `AlertResolved`, since nothing is left to acknowledge. With the
-    `policy`, the PagerDuty sinks that heard it open hear of it (SPEC 9 webhooks do not).
+    `policy`, the sinks that track acknowledgement (PagerDuty) hear of it.
     """
     alert = session.get(Alert, alert_id, with_for_update=True)
     if alert is None:
@@ -48,8 +47,8 @@ def acknowledge(
         server = session.get_one(Server, alert.server_id)
         alert_event(session, alert, server.name, "acknowledged")
         if policy is not None:
-            paging = [w for w in policy.webhooks_for(alert.severity_rank) if w.format == "pagerduty"]
-            announce(session, alert, server.name, ALERT_ACKNOWLEDGED, paging, now, policy)
+            targets = policy.webhooks_for(alert.severity_rank)
+            announce(session, alert, server.name, AlertEvent.ACKNOWLEDGED, targets, now, policy)
     alert.acknowledged_by = by or alert.acknowledged_by
     alert.ack_note = note or alert.ack_note
     return alert

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from monitor.config import WebhookConfig
 from monitor.core.states import DeliveryState
-from monitor.notify.payloads import render
+from monitor.notify.sinks import render
 from monitor.store.models import WebhookDelivery
 
 DEFAULT_EXPIRY = timedelta(hours=24)

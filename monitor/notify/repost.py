@@ -1,4 +1,4 @@
-"""Open alerts re-posted to each Alertmanager sink, as Prometheus re-sends firing alerts.
+"""Open alerts re-posted to each sink that forgets them otherwise (Alertmanager), as Prometheus does.
 
 Alertmanager forgets an alert it has not heard of for `resolve_timeout` (5 minutes by default) and
 keeps nothing across a restart without persistence. So every minute (`[monitor]
@@ -15,11 +15,11 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from monitor.core.states import AlertState, DeliveryState
+from monitor.core.states import AlertEvent, AlertState, DeliveryState
 from monitor.notify.alerts import Alerting
 from monitor.notify.outbox import enqueue, wake_after_commit
-from monitor.notify.payloads import ALERT_OPENED, alert_payload
-from monitor.notify.sinks import ALERTS_FIRING
+from monitor.notify.payloads import alert_payload
+from monitor.notify.sinks import reposts_open_alerts
 from monitor.store.models import Alert, Server, WebhookDelivery
 
 REPOST_EXPIRY = timedelta(minutes=1)
@@ -32,13 +32,13 @@ def repost_open_alerts(session: Session, policy: Alerting, now: datetime) -> int
     """Queue a re-post of the open alerts to every Alertmanager sink; returns how many were queued."""
     queued = 0
     for webhook in policy.webhooks:
-        if webhook.format != "alertmanager":
+        if not reposts_open_alerts(webhook):
             continue
         pending = session.scalar(
             select(WebhookDelivery.id)
             .where(
                 WebhookDelivery.webhook == webhook.name,
-                WebhookDelivery.event_type == ALERTS_FIRING,
+                WebhookDelivery.event_type == AlertEvent.FIRING,
                 WebhookDelivery.state == DeliveryState.PENDING,
             )
             .limit(1)
@@ -57,8 +57,10 @@ def repost_open_alerts(session: Session, policy: Alerting, now: datetime) -> int
         ).all()
         if not rows:
             continue
-        events = [alert_payload(ALERT_OPENED, alert, server, [], policy.base_url) for alert, server in rows]
-        payload = {"type": ALERTS_FIRING, "alerts": events}
+        events = [
+            alert_payload(AlertEvent.OPENED, alert, server, [], policy.base_url) for alert, server in rows
+        ]
+        payload = {"type": AlertEvent.FIRING.value, "alerts": events}
         enqueue(session, webhook, payload, alert_id=None, now=now, expires_after=REPOST_EXPIRY)
         queued += 1
     if queued and policy.on_enqueue is not None:

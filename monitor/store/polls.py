@@ -7,23 +7,19 @@ polls are compact marks, and may share a transaction (`monitor.store.batch`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from monitor.config import ServerConfig
 from monitor.core.clients import ClientProfile
 from monitor.core.findings import Finding
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.rules import listings, servers
 from monitor.core.rules.servers import WatchState
 from monitor.core.rules.views import notifications_declined
-from monitor.core.states import ApprovalMode, ServerOrigin
-from monitor.store.approvals import set_mode
-from monitor.store.db import insert as _insert
 from monitor.store.flapping import returns_since
 from monitor.store.listings import NO_META, diff_against, store_listing
 from monitor.store.marks import mark, write_marks
@@ -76,46 +72,6 @@ class Store:
     def _run_hooks(self, session: Session, poll: RecordedPoll) -> None:
         for hook in self.hooks:
             hook.after_poll(session, poll)
-
-    def sync_servers(self, servers: Iterable[ServerConfig], now: datetime) -> dict[str, int]:
-        """Register config servers (no secrets kept) and return their ids by name."""
-        ids: dict[str, int] = {}
-        with self.sessions.begin() as session:
-            for config in servers:
-                # Several instances may start at once on an empty database: the first insert wins.
-                session.execute(
-                    _insert(session)(Server)
-                    .values(
-                        name=config.name,
-                        origin=ServerOrigin.CONFIG,
-                        created_at=now,
-                        consecutive_failures=0,
-                        transport=config.transport,
-                        era=config.era,
-                    )
-                    .on_conflict_do_nothing(index_elements=["name"])
-                )
-                server = session.scalars(
-                    select(Server).where(Server.name == config.name).with_for_update()
-                ).one()
-                server.origin = ServerOrigin.CONFIG  # a config file wins over an API registration of the name
-                server.headers = None
-                server.transport = config.transport
-                server.url = config.url
-                server.command = config.command
-                server.era = config.era
-                set_mode(
-                    session,
-                    server,
-                    ApprovalMode(config.approval),
-                    actor="config file",
-                    note="approval mode from the config file",
-                    now=now,
-                )
-                server.client = [profile.model_dump() for profile in config.client]
-                session.flush()
-                ids[config.name] = server.id
-        return ids
 
     def record_success(
         self,

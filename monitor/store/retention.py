@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Engine, and_, delete, func, or_, select
-from sqlalchemy.orm import sessionmaker
+from sqlalchemy import ColumnElement, Connection, Engine, and_, delete, func, or_, select
+from sqlalchemy.orm import InstrumentedAttribute, sessionmaker
 
 from monitor.core.states import DeliveryState
-from monitor.store.models import DeliveryAttempt, PollAttempt, WebhookDelivery
+from monitor.store.models import Base, DeliveryAttempt, PollAttempt, WebhookDelivery
+
+Progress = Callable[[str, int, int], None]
+"""`progress(table, deleted_in_batch, deleted_so_far)`, called after each batch commits."""
 
 
 def prune_poll_attempts(
@@ -18,7 +22,7 @@ def prune_poll_attempts(
     older_than: datetime,
     batch_size: int = 5000,
     dry_run: bool = False,
-    progress: Callable[[str, int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, int]:
     """Delete the attempt records from before `older_than`, `batch_size` rows per transaction.
 
@@ -38,76 +42,79 @@ def prune_poll_attempts(
         raise ValueError("batch_size must be at least 1")
     if older_than.tzinfo is None:
         raise ValueError("older_than must be an aware datetime")
-    sessions = sessionmaker(engine)
     attempt_is_old = PollAttempt.started_at < older_than
     delivery_is_done = or_(
         and_(WebhookDelivery.state == DeliveryState.DELIVERED, WebhookDelivery.delivered_at < older_than),
         and_(WebhookDelivery.state == DeliveryState.EXPIRED, WebhookDelivery.expires_at < older_than),
     )
-    totals = {"poll_attempts": 0, "webhook_deliveries": 0, "delivery_attempts": 0}
-
     if dry_run:
-        with sessions() as session:
-            done_ids = select(WebhookDelivery.id).where(delivery_is_done)
-            totals["poll_attempts"] = (
-                session.scalar(select(func.count()).select_from(PollAttempt).where(attempt_is_old)) or 0
-            )
-            totals["webhook_deliveries"] = (
-                session.scalar(select(func.count()).select_from(WebhookDelivery).where(delivery_is_done)) or 0
-            )
-            totals["delivery_attempts"] = (
-                session.scalar(
-                    select(func.count())
-                    .select_from(DeliveryAttempt)
-                    .where(DeliveryAttempt.delivery_id.in_(done_ids))
-                )
-                or 0
-            )
-        return totals
+        done_ids = select(WebhookDelivery.id).where(delivery_is_done)
+        return {
+            "poll_attempts": count_rows(engine, PollAttempt, attempt_is_old),
+            "webhook_deliveries": count_rows(engine, WebhookDelivery, delivery_is_done),
+            "delivery_attempts": count_rows(
+                engine, DeliveryAttempt, DeliveryAttempt.delivery_id.in_(done_ids)
+            ),
+        }
 
-    def report(table: str, count: int) -> None:
-        totals[table] += count
-        if progress is not None:
-            progress(table, count, totals[table])
+    def attempts(connection: Connection, chosen: Sequence[ColumnElement[bool]]) -> dict[str, int]:
+        return {"poll_attempts": connection.execute(delete(PollAttempt).where(*chosen)).rowcount}
 
-    last_attempt: int | None = None
-    while True:
-        with sessions.begin() as session:
-            attempt_ids = select(PollAttempt.id).where(attempt_is_old)
-            if last_attempt is not None:
-                attempt_ids = attempt_ids.where(PollAttempt.id > last_attempt)
-            attempt_batch = attempt_ids.order_by(PollAttempt.id).limit(batch_size).subquery()
-            upper = session.scalar(select(func.max(attempt_batch.c.id)))
-            if upper is None:
-                break
-            in_batch = [attempt_is_old, PollAttempt.id <= upper]
-            if last_attempt is not None:
-                in_batch.append(PollAttempt.id > last_attempt)
-            deleted = session.connection().execute(delete(PollAttempt).where(*in_batch)).rowcount
-        last_attempt = upper
-        report("poll_attempts", deleted)
+    def deliveries(connection: Connection, chosen: Sequence[ColumnElement[bool]]) -> dict[str, int]:
+        their_attempts = DeliveryAttempt.delivery_id.in_(select(WebhookDelivery.id).where(*chosen))
+        return {
+            "delivery_attempts": connection.execute(delete(DeliveryAttempt).where(their_attempts)).rowcount,
+            "webhook_deliveries": connection.execute(delete(WebhookDelivery).where(*chosen)).rowcount,
+        }
 
-    last_delivery: str | None = None
-    while True:
-        with sessions.begin() as session:
-            delivery_ids = select(WebhookDelivery.id).where(delivery_is_done)
-            if last_delivery is not None:
-                delivery_ids = delivery_ids.where(WebhookDelivery.id > last_delivery)
-            delivery_batch = delivery_ids.order_by(WebhookDelivery.id).limit(batch_size).subquery()
-            upper_id = session.scalar(select(func.max(delivery_batch.c.id)))
-            if upper_id is None:
-                break
-            chosen = [delivery_is_done, WebhookDelivery.id <= upper_id]
-            if last_delivery is not None:
-                chosen.append(WebhookDelivery.id > last_delivery)
-            connection = session.connection()
-            attempts = connection.execute(
-                delete(DeliveryAttempt).where(
-                    DeliveryAttempt.delivery_id.in_(select(WebhookDelivery.id).where(*chosen))
-                )
-            ).rowcount
-            deliveries = connection.execute(delete(WebhookDelivery).where(*chosen)).rowcount
-        last_delivery = upper_id
-        report("delivery_attempts", attempts)
-        report("webhook_deliveries", deliveries)
+    totals = {"poll_attempts": 0, "webhook_deliveries": 0, "delivery_attempts": 0}
+    totals |= delete_in_batches(
+        engine, PollAttempt.id, attempt_is_old, attempts, batch_size=batch_size, progress=progress
+    )
+    totals |= delete_in_batches(
+        engine, WebhookDelivery.id, delivery_is_done, deliveries, batch_size=batch_size, progress=progress
+    )
     return totals
+
+
+def delete_in_batches(
+    engine: Engine,
+    key: InstrumentedAttribute[Any],
+    condition: ColumnElement[bool],
+    delete_batch: Callable[[Connection, Sequence[ColumnElement[bool]]], dict[str, int]],
+    *,
+    batch_size: int,
+    progress: Progress | None = None,
+) -> dict[str, int]:
+    """Delete the rows matching `condition`, `batch_size` at a time, each batch in its own transaction.
+
+    Batches walk the primary `key` upwards (keyset), so a run reads each row once, and an
+    interrupted run has kept what it did. `delete_batch(connection, chosen)` deletes the rows the
+    conditions `chosen` select (and what depends on them) and returns the rows deleted per table.
+    Returns the totals per table.
+    """
+    sessions = sessionmaker(engine)
+    totals: dict[str, int] = {}
+    last: Any = None
+    while True:
+        with sessions.begin() as session:
+            ids = select(key).where(condition)
+            if last is not None:
+                ids = ids.where(key > last)
+            batch = ids.order_by(key).limit(batch_size).subquery()
+            upper = session.scalar(select(func.max(batch.c[0])))
+            if upper is None:
+                return totals
+            chosen = [condition, key <= upper] + ([key > last] if last is not None else [])
+            deleted = delete_batch(session.connection(), chosen)
+        last = upper
+        for table, count in deleted.items():
+            totals[table] = totals.get(table, 0) + count
+            if progress is not None:
+                progress(table, count, totals[table])
+
+
+def count_rows(engine: Engine, table: type[Base], condition: ColumnElement[bool]) -> int:
+    """How many rows of `table` match `condition` (what a dry run reports)."""
+    with engine.connect() as connection:
+        return int(connection.scalar(select(func.count()).select_from(table).where(condition)) or 0)

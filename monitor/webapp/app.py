@@ -27,14 +27,16 @@ from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import monitor
+from monitor.approvals import api as approvals_api
+from monitor.approvals import hooks
+from monitor.approvals import pages as approval_pages
+from monitor.approvals.point import DecisionPoint
 from monitor.config import Config
 from monitor.notify.alerts import Alerting
 from monitor.store import Store
 from monitor.webapp.api import (
     alerts,
-    approvals,
     changes,
-    decisions,
     fingerprint,
     health,
     servers,
@@ -46,11 +48,9 @@ from monitor.webapp.api import (
 from monitor.webapp.api.schemas import PATTERN_MESSAGES, ApiJSONResponse
 from monitor.webapp.api.strict import known_query_only
 from monitor.webapp.context import PollNow, WebContext
-from monitor.webapp.decisionpoint import DecisionPoint
 from monitor.webapp.deps import BEARER_REQUIRED, LoginRequired, require_read
 from monitor.webapp.pages import alert as alert_page
 from monitor.webapp.pages import alerts as alert_pages
-from monitor.webapp.pages import approvals as approval_pages
 from monitor.webapp.pages import at, auth, overview, refresh, search
 from monitor.webapp.pages import servers as server_pages
 from monitor.webapp.pages import sessions as session_pages
@@ -155,7 +155,7 @@ class BearerFirst:
             and is_api_path(path)
             and path not in PUBLIC_PATHS
             and not self.web.bearer_ok(Request(scope))
-            and not decisions.is_toolhive_request(Request(scope))
+            and not hooks.is_toolhive_request(Request(scope))
         ):
             refusal = ApiJSONResponse(
                 {"detail": BEARER_REQUIRED}, 401, headers={"WWW-Authenticate": "Bearer"}
@@ -256,12 +256,20 @@ def create_app(
     def openapi() -> Response:
         return ApiJSONResponse(app.openapi())
 
-    api_modules = (health, servers, snapshots, changes, alerts, sessions, approvals, decisions, silences)
-    for api_module in (*api_modules, fingerprint, views):
-        app.include_router(api_module.router, dependencies=[Depends(known_query_only)])
+    routers = (
+        *(module.router for module in (health, servers, snapshots, changes, alerts, sessions)),
+        approvals_api.router,
+        approvals_api.decisions,
+        hooks.router,
+        silences.router,
+        fingerprint.router,
+        views.router,
+    )
+    for router in routers:
+        app.include_router(router, dependencies=[Depends(known_query_only)])
     app.include_router(health.public)
-    app.include_router(decisions.pdp)
-    app.state.decision_point = DecisionPoint(web)
+    app.include_router(hooks.pdp)
+    app.state.decision_point = DecisionPoint(store, config, web.now)
     for page_module in (
         auth,
         overview,

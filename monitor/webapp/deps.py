@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import HTTPConnection
 
+from monitor.core.ijson import storable
 from monitor.core.text import make_visible
 from monitor.store import queries
 from monitor.store.records import AlertRecord, ServerRecord
@@ -133,15 +134,6 @@ async def require_editor(request: Request, web: Web) -> None:
 # --- resources or 404 ------------------------------------------------------------------------
 
 
-def unicode_text(value: str) -> bool:
-    """Valid Unicode (no lone surrogates): what the columns holding tool names can bind, NUL included."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 class ToolNameConvertor(Convertor[str]):
     """A path parameter of any characters: `:path`'s `.*` stops at a newline, so a tool named with one
     (a server chose it) would have no page. Used as `{tool:toolname}`."""
@@ -158,24 +150,13 @@ class ToolNameConvertor(Convertor[str]):
 register_url_convertor("toolname", ToolNameConvertor())
 
 
-def db_safe(value: str) -> bool:
-    """Text both databases can bind: no NUL (PostgreSQL refuses it) and no lone surrogates."""
-    if "\x00" in value:
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _no_server(name: str) -> HTTPException:
     return HTTPException(404, f"no server named {make_visible(name)!r}")
 
 
 def find_server_or_404(session: Session, name: str) -> ServerRecord:
     """The server named `name`; a name no server can have (NUL, lone surrogates) is simply not found."""
-    server = queries.find_server(session, name) if db_safe(name) and len(name) <= 200 else None
+    server = queries.find_server(session, name) if storable(name) and len(name) <= 200 else None
     if server is None:
         raise _no_server(name)
     return server
@@ -183,7 +164,7 @@ def find_server_or_404(session: Session, name: str) -> ServerRecord:
 
 def server_id_or_404(session: Session, name: str) -> int:
     """Just the id, for filters by server: one indexed statement."""
-    server_id = queries.server_id(session, name) if db_safe(name) else None
+    server_id = queries.server_id(session, name) if storable(name) else None
     if server_id is None:
         raise _no_server(name)
     return server_id

@@ -23,6 +23,7 @@ from monitor.core.findings import Severity
 from monitor.notify import sessions
 from monitor.notify.alerts import Alerting
 from monitor.store import Store
+from monitor.store.registration import sync_servers
 
 T0 = datetime(2026, 1, 1, 14, 0, tzinfo=UTC)
 
@@ -99,8 +100,8 @@ def test_a_stale_session_is_diffed_once_not_at_every_check(
 
     monkeypatch.setattr(sessions, "diff_listings", counted)
     monkeypatch.setattr(sessions, "_missed", OrderedDict())  # the pair may be cached by an earlier test
-    server_id = store.sync_servers(
-        [ServerConfig(name="git", transport="http", url="http://127.0.0.1:9/")], T0
+    server_id = sync_servers(
+        store, [ServerConfig(name="git", transport="http", url="http://127.0.0.1:9/")], T0
     )["git"]
     long_text, edited = scattered(16_000, 5)
     record_poll(store, server_id, [tool("lookup", description=long_text, read_only=True)], T0)

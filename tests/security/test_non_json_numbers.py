@@ -16,7 +16,7 @@ import pytest
 
 from monitor.config import WebhookConfig
 from monitor.core.listing import ListingError, load_listing
-from monitor.notify.payloads import render
+from monitor.notify.sinks import render
 
 
 def strict(text: str) -> Any:

@@ -21,6 +21,7 @@ from monitor.config import ServerConfig
 from monitor.core.diff import diff_listings
 from monitor.core.rules.content import SCHEMA_ROWS_KEPT
 from monitor.store import Store
+from monitor.store.registration import sync_servers
 from monitor.webapp.pages.overview import SERVERS_PER_PAGE
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -35,8 +36,8 @@ def huge(kind: str) -> dict[str, Any]:
 
 @pytest.fixture
 def client(store: Store, monkeypatch: pytest.MonkeyPatch) -> TestClient:
-    server_id = store.sync_servers(
-        [ServerConfig(name="big", transport="http", url="http://127.0.0.1:9/")], T0
+    server_id = sync_servers(
+        store, [ServerConfig(name="big", transport="http", url="http://127.0.0.1:9/")], T0
     )["big"]
     record_poll(store, server_id, [huge("string")], T0)
     record_poll(store, server_id, [huge("integer")], T0 + timedelta(hours=1))
@@ -68,7 +69,8 @@ def test_a_definition_of_another_server_or_none_is_not_served(client: TestClient
 
 def test_the_overview_is_paged(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     count = SERVERS_PER_PAGE * 2 + 7
-    store.sync_servers(
+    sync_servers(
+        store,
         [ServerConfig(name=f"s{i:05d}", transport="http", url="http://127.0.0.1:9/") for i in range(count)],
         T0,
     )

@@ -24,6 +24,7 @@ from monitor.config import ServerConfig
 from monitor.core.findings import VALUE_KEPT
 from monitor.store import Store
 from monitor.store.models import FindingRecord
+from monitor.store.registration import sync_servers
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 PAGES = ("/servers/s/diff?from=1&to=2", "/servers/s/tools/bulk")
@@ -36,9 +37,9 @@ def bulk(kind: str, properties: int) -> dict[str, Any]:
 
 def recorded(store: Store, monkeypatch: pytest.MonkeyPatch, properties: int) -> TestClient:
     """Two versions of one tool whose every property changed type, recorded as a poll records them."""
-    server_id = store.sync_servers([ServerConfig(name="s", transport="http", url="http://127.0.0.1:9/")], T0)[
-        "s"
-    ]
+    server_id = sync_servers(
+        store, [ServerConfig(name="s", transport="http", url="http://127.0.0.1:9/")], T0
+    )["s"]
     record_poll(store, server_id, [bulk("string", properties)], T0)
     record_poll(store, server_id, [bulk("integer", properties)], T0 + timedelta(hours=1))
     return TestClient(make_app(store, monkeypatch), headers=AUTH)

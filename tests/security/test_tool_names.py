@@ -18,6 +18,7 @@ from support.world import AUTH, make_app
 
 from monitor.config import ServerConfig
 from monitor.store import Store
+from monitor.store.registration import sync_servers
 
 NAMES = [".", "..", "line\nbreak", "nul\x00byte", "a/../b", "%2e", "tab\there", " ", "~"]
 IN_PATH = [name for name in NAMES if name not in (".", "..", "%2e")]
@@ -28,8 +29,8 @@ T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 @pytest.fixture
 def client(store: Store, monkeypatch: pytest.MonkeyPatch) -> TestClient:
-    server_id = store.sync_servers(
-        [ServerConfig(name="odd", transport="http", url="http://127.0.0.1:9/")], T0
+    server_id = sync_servers(
+        store, [ServerConfig(name="odd", transport="http", url="http://127.0.0.1:9/")], T0
     )["odd"]
     tools = [tool(name, description=f"marker-{index}-end") for index, name in enumerate(NAMES)]
     record_poll(store, server_id, tools, T0)

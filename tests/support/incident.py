@@ -19,6 +19,7 @@ from monitor.core.fingerprint import fingerprint
 from monitor.notify import alerts, handling, sessions
 from monitor.store import Store
 from monitor.store.models import Alert
+from monitor.store.registration import sync_servers
 from support.world import T0, record, tool, versions
 
 NOW = T0 + timedelta(hours=5)
@@ -48,7 +49,8 @@ def _github(tools_v2: bool) -> list[dict[str, object]]:
 
 def seed_incident(store: Store, policy: alerts.Alerting) -> Incident:
     """Record the incident through `store`, whose hooks must include `policy` (the alert path)."""
-    ids = store.sync_servers(
+    ids = sync_servers(
+        store,
         [
             ServerConfig(name="search", transport="http", url="https://mcp.example.com/mcp"),
             ServerConfig(name="files", transport="stdio", command="mcp-files"),

@@ -18,6 +18,7 @@ from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.core.fingerprint import CanonicalListing, fingerprint
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Alert, AlertFinding, FindingRecord, WebhookDelivery
+from monitor.store.registration import sync_servers
 from monitor.webapp.app import create_app
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -113,7 +114,8 @@ def record(store: Store, server_id: int, tools: list[dict[str, Any]], at: dateti
 
 
 def populate(store: Store) -> World:
-    ids = store.sync_servers(
+    ids = sync_servers(
+        store,
         [
             ServerConfig(name="search", transport="http", url="https://mcp.example.com/mcp"),
             ServerConfig(name="files", transport="stdio", command="mcp-files"),

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from monitor.approvals.api import point_of
 from monitor.core.states import AlertState
 from monitor.metrics import REGISTRY
 from monitor.store import queries
@@ -20,7 +21,6 @@ from monitor.store.records import SEVERITIES
 from monitor.webapp.api.metrics import server_gauges
 from monitor.webapp.api.schemas import ERRORS, ApiJSONResponse
 from monitor.webapp.context import WebContext
-from monitor.webapp.decisionpoint import point_of
 from monitor.webapp.deps import ReadSession, Web, require_read
 
 public = APIRouter(tags=["operations"], default_response_class=ApiJSONResponse)

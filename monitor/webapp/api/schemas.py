@@ -21,7 +21,9 @@ from pydantic import (
 )
 
 from monitor.core.hosts import REFUSED_NAMES
+from monitor.core.ijson import storable
 from monitor.core.rules import CATALOG
+from monitor.core.states import ApprovalMode
 
 
 class ApiJSONResponse(JSONResponse):
@@ -89,6 +91,17 @@ SERVER_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 FINGERPRINT = r"^[0-9a-f]{64}$"
 NO_NUL = r"^[^\x00]*$"
 """Free text that goes into the database: PostgreSQL refuses NUL characters in text."""
+
+
+def _storable(value: str) -> str:
+    if not storable(value):
+        raise ValueError("must not contain NUL characters or lone surrogates")
+    return value
+
+
+StoredText = Annotated[str, AfterValidator(_storable)]
+"""Free text a request stores (names, notes, ids): no NUL, no lone surrogates, or a 422 naming the
+field. Give it `pattern=NO_NUL` too, so that the OpenAPI document says so."""
 
 _PORT = r"(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})"
 URL_PATTERN = (
@@ -248,8 +261,8 @@ class ServerCreate(BaseModel):
     )
     interval_seconds: float | None = Field(default=None, gt=0, le=86400 * 365)
     era: Literal["handshake", "modern"] = "handshake"
-    approval: Literal["tofu", "review", "off"] = Field(
-        default="tofu",
+    approval: ApprovalMode = Field(
+        default=ApprovalMode.TOFU,
         description="`tofu` approves the first version seen, `review` nothing until a person does, "
         "`off` allows every call",
     )

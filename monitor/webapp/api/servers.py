@@ -10,6 +10,7 @@ from sqlalchemy import delete
 
 from monitor.collect.client import resolved_addresses
 from monitor.config import ServerConfig
+from monitor.core.ijson import storable
 from monitor.core.rules import Severity
 from monitor.core.states import ServerOrigin
 from monitor.store import queries
@@ -34,7 +35,6 @@ from monitor.webapp.deps import (
     ServerName,
     Web,
     WriteSession,
-    db_safe,
     find_server_or_404,
     require_read,
     require_write,
@@ -77,7 +77,7 @@ def list_servers(
         ),
     ] = None,
 ) -> Page[ServerRecord, str]:
-    if before is not None and not db_safe(before):
+    if before is not None and not storable(before):
         raise unprocessable(["query", "before"], "not a server name")
     rows = queries.list_servers(session, limit=limit + 1, after=before)
     return Page.of(rows, limit, lambda server: server.name)

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Response
 from sqlalchemy.orm import Session
 
+from monitor.core.ijson import storable
 from monitor.core.text import make_visible
 from monitor.notify import sessions as host_sessions
 from monitor.store.records import SessionRecord
@@ -27,7 +28,7 @@ from monitor.webapp.api.schemas import (
     utc,
 )
 from monitor.webapp.context import WebContext
-from monitor.webapp.deps import ReadSession, Web, WriteSession, db_safe, require_read, require_write
+from monitor.webapp.deps import ReadSession, Web, WriteSession, require_read, require_write
 
 router = APIRouter(
     prefix="/api/v1",
@@ -57,7 +58,7 @@ def _reported(session: Session, web: WebContext, server: str, session_id: str) -
 
 
 def _check_text(value: str | None, loc: Sequence[str | int]) -> None:
-    if value is not None and not db_safe(value):
+    if value is not None and not storable(value):
         raise unprocessable(loc, "must not contain NUL characters or lone surrogates")
 
 
@@ -105,7 +106,7 @@ def heartbeat_session(
     body: SessionHeartbeat | None = None,
 ) -> SessionRecord:
     report = body or SessionHeartbeat()
-    if not db_safe(session_id):
+    if not storable(session_id):
         raise _no_session(server, session_id)
     try:
         host = host_sessions.heartbeat(
@@ -134,7 +135,7 @@ def heartbeat_session(
 )
 def close_session(web: Web, server: ServerPath, session_id: SessionPath, session: WriteSession) -> Response:
     try:
-        closed = db_safe(session_id) and host_sessions.close_session(
+        closed = storable(session_id) and host_sessions.close_session(
             session, server=server, session_id=session_id, now=web.now(), policy=web.alerting
         )
     except host_sessions.UnknownServer as exc:

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, HTTPException, Path
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 
 from monitor.config import parse_duration
+from monitor.core.ijson import storable
 from monitor.core.rules import CATALOG
 from monitor.notify import silences
 from monitor.store.records import SilenceRecord
@@ -23,7 +24,7 @@ from monitor.webapp.api.schemas import (
     unprocessable,
     utc,
 )
-from monitor.webapp.deps import ReadSession, Web, WriteSession, db_safe, require_read, require_write
+from monitor.webapp.deps import ReadSession, Web, WriteSession, require_read, require_write
 
 router = APIRouter(
     prefix="/api/v1",
@@ -96,7 +97,7 @@ def create_silence(web: Web, body: SilenceCreate, session: WriteSession) -> Sile
     now = web.now()
     if (body.ends_at is None) == (body.duration is None):
         raise unprocessable(["body"], "give exactly one of ends_at and duration")
-    if body.tool is not None and not db_safe(body.tool):
+    if body.tool is not None and not storable(body.tool):
         raise unprocessable(["body", "tool"], "must not contain NUL characters or lone surrogates")
     if body.ends_at is not None:
         ends_at = utc(body.ends_at, ["body", "ends_at"])

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Path, Query
 from pydantic import BaseModel, Field
 
+from monitor.core.ijson import unicode_text
 from monitor.core.text import make_visible
 from monitor.store import queries
 from monitor.store.records import ServerRecord, SnapshotListing, SnapshotRecord, ToolVersionRecord
@@ -24,7 +25,7 @@ from monitor.webapp.api.schemas import (
     not_found,
     utc,
 )
-from monitor.webapp.deps import ReadSession, ServerName, require_read, server_or_404, unicode_text
+from monitor.webapp.deps import ReadSession, ServerName, require_read, server_or_404
 
 router = APIRouter(
     prefix="/api/v1",

@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from monitor.core.ijson import storable
 from monitor.core.states import AlertState
 from monitor.notify import handling
 from monitor.store import queries
@@ -18,7 +19,6 @@ from monitor.webapp.deps import (
     Web,
     WriteSession,
     alert_or_404,
-    db_safe,
     find_server_or_404,
     require_editor,
     require_viewer,
@@ -70,7 +70,7 @@ def alerts_page(
     if state not in STATE_CHOICES:
         raise HTTPException(422, f"state: expected one of {', '.join(STATE_CHOICES)}")
     exact = exact_severity_param(severity)
-    if rule is not None and (not db_safe(rule) or len(rule) > 64):
+    if rule is not None and (not storable(rule) or len(rule) > 64):
         raise HTTPException(422, "rule: expected a rule id")
     cursor = _cursor(before)
     rows = queries.list_alerts(

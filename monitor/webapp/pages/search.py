@@ -9,8 +9,9 @@ from datetime import datetime
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
+from monitor.core.ijson import storable
 from monitor.store import queries
-from monitor.webapp.deps import ReadSession, db_safe, require_viewer
+from monitor.webapp.deps import ReadSession, require_viewer
 from monitor.webapp.pages.diffview import HintBadge, hint_badges
 from monitor.webapp.pages.params import instant_param
 from monitor.webapp.pages.rendering import render
@@ -44,7 +45,7 @@ def search_page(
     request: Request, session: ReadSession, q: str | None = None, time: str | None = None
 ) -> HTMLResponse:
     text = (q or "").strip()
-    if len(text) > 200 or not db_safe(text):
+    if len(text) > 200 or not storable(text):
         raise HTTPException(422, "q: a tool name of at most 200 characters, without NUL")
     instant = instant_param(time) if time else None
     shown = MATCHES_SHOWN if instant is None else CLAIMS_SHOWN

@@ -8,9 +8,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
+from monitor.approvals import storage as approvals
+from monitor.approvals.pages import resolvable_alerts, server_approvals
+from monitor.core.ijson import unicode_text
 from monitor.core.states import AlertState
 from monitor.core.text import make_visible
-from monitor.store import approvals, queries
+from monitor.store import queries
 from monitor.store.models import Server
 from monitor.store.records import SEVERITIES, ServerRecord, ToolVersionRecord
 from monitor.webapp.api.views import list_views
@@ -20,9 +23,7 @@ from monitor.webapp.deps import (
     page_server_or_404,
     require_viewer,
     signed_in,
-    unicode_text,
 )
-from monitor.webapp.pages.approvals import resolvable_alerts, server_approvals
 from monitor.webapp.pages.diffview import ToolDiffView, hint_badges, tool_diff_view
 from monitor.webapp.pages.params import number_param
 from monitor.webapp.pages.rendering import render

@@ -14,17 +14,14 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
-from monitor.core.text import make_visible
-from monitor.notify import approvals as approving
-from monitor.store import approvals
-from monitor.store.decisions import recent_decisions
+from monitor.approvals import service, storage
+from monitor.approvals.api import point_of, refused
+from monitor.approvals.errors import ApprovalError
 from monitor.store.models import Server
 from monitor.store.records import ServerRecord
-from monitor.webapp.decisionpoint import point_of
 from monitor.webapp.deps import (
     Web,
     WriteSession,
-    db_safe,
     page_server_or_404,
     require_editor,
     require_viewer,
@@ -47,8 +44,8 @@ def server_approvals(request: Request, session: Session, server: ServerRecord) -
     return {
         "approval_mode": server.approval,
         "verdicts": verdicts,
-        "approval_history": approvals.history(session, row)[:50],
-        "decisions": recent_decisions(session, server.id),
+        "approval_history": storage.history(session, row)[:50],
+        "decisions": storage.recent_decisions(session, server.id),
         "can_approve": signed_in(request.app.state.web, request),
         "done": request.query_params.get("done", ""),
     }
@@ -57,7 +54,7 @@ def server_approvals(request: Request, session: Session, server: ServerRecord) -
 def resolvable_alerts(session: Session, server: ServerRecord, version: int, tools: list[str] | None) -> int:
     """How many open alerts approving these tools (None: all) as in `version` would resolve (said on
     the form)."""
-    return len(approving.alerts_resolved_by(session, server.id, tools, version))
+    return len(service.alerts_resolved_by(session, server.id, tools, version))
 
 
 def _back(server: str, fields: dict[str, str], done: str) -> Response:
@@ -80,25 +77,18 @@ def approve(
 ) -> Response:
     version = number_param(fields.get("version"), "version")
     tool = request.query_params.get("tool") or None
-    note = fields.get("note", "")[:4000]
-    if (tool is not None and not db_safe(tool)) or not db_safe(note):
-        raise HTTPException(422, "the tool name or note holds characters that cannot be stored")
-    row = session.get_one(Server, server.id, with_for_update=True)
+    wanted = service.ApprovalRequest(
+        server.name,
+        version,
+        [tool] if tool else None,
+        fields.get("note", "")[:4000],
+        resolve_alerts=fields.get("resolve_alerts") == "on",
+    )
     try:
-        done = approving.approve(
-            session,
-            row,
-            version=version,
-            tools=[tool] if tool else None,
-            note=note,
-            actor=DASHBOARD,
-            now=web.now(),
-            resolve_alerts=fields.get("resolve_alerts") == "on",
-            policy=web.alerting,
-        )
-    except approvals.ApprovalError as exc:
-        raise HTTPException(422, make_visible(str(exc))) from None
-    what = f"{tool!r}" if tool else f"{len(done.events)} tools"
+        done = service.approve(session, wanted, actor=DASHBOARD, now=web.now(), policy=web.alerting)
+    except ApprovalError as exc:
+        raise refused(exc) from None
+    what = f"{tool!r}" if tool else f"{len(done.approvals)} tools"
     resolved = f", resolved {len(done.resolved_alerts)} alert(s)" if done.resolved_alerts else ""
     return _back(server.name, fields, f"approved {what} as in v{done.version}{resolved}")
 
@@ -113,12 +103,12 @@ def revoke(
     session: WriteSession,
 ) -> Response:
     tool = request.query_params.get("tool", "")
-    note = fields.get("note", "")[:4000]
-    if not tool or not db_safe(tool) or not db_safe(note):
+    if not tool:
         raise HTTPException(422, "tool: which tool's approval to revoke")
-    row = session.get_one(Server, server.id, with_for_update=True)
     try:
-        approvals.revoke(session, row, tool, note=note, actor=DASHBOARD, now=web.now())
-    except approvals.ApprovalError as exc:
-        raise HTTPException(422, make_visible(str(exc))) from None
+        service.revoke(
+            session, server.name, tool, note=fields.get("note", "")[:4000], actor=DASHBOARD, now=web.now()
+        )
+    except ApprovalError as exc:
+        raise refused(exc) from None
     return _back(server.name, fields, f"revoked the approval of {tool!r}")

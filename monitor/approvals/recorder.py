@@ -1,9 +1,9 @@
-"""Approving, revoking and the decision point's writes, with what they mean for alerts and sessions.
+"""What decisions leave in the database, written off the request path.
 
-Approving a version's tools accepts the changes that led to it, so the open alerts those changes
-raised about the same tools are resolved (through `monitor.notify.alerts`, the one path, so the
-webhooks that heard them open hear them close). A decision asked with a `session_id` registers or
-heart-beats that host session, so a gateway asking for decisions shows up among the sessions.
+A decision asked with a `session_id` registers or heart-beats that host session, so a gateway
+asking for decisions shows up among the sessions; a non-allow decision is kept for review. Both are
+written by `DecisionRecorder` on a thread of its own, in batches, so answering never waits for a
+write.
 """
 
 from __future__ import annotations
@@ -12,87 +12,19 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from monitor.core.decisions import Verdict
-from monitor.core.rules import TOOL_RULES
-from monitor.core.states import AlertState
-from monitor.notify import alerts
+from monitor.approvals.policy import Verdict
+from monitor.approvals.storage import record_decision
 from monitor.notify import sessions as host_sessions
-from monitor.store import Store, approvals
-from monitor.store.decisions import record_decision
-from monitor.store.models import Alert, AlertFinding, Approval, FindingRecord, HostSession, Server, Snapshot
+from monitor.store import Store
+from monitor.store.models import HostSession, Server
 
-_TOOL_RULE_IDS = [rule.id for rule in TOOL_RULES]
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Approved:
-    version: int
-    events: list[Approval]
-    resolved_alerts: list[int]
-
-
-def alerts_resolved_by(
-    session: Session, server_id: int, tools: Sequence[str] | None, version: int
-) -> list[Alert]:
-    """Unresolved tool alerts about `tools` (None: any tool) whose findings all lead to `version` or
-    an earlier one: the changes a person accepts by approving the tools as in `version`."""
-    if tools is not None and not tools:
-        return []
-    newest_step = (
-        select(AlertFinding.alert_id, func.max(Snapshot.version).label("version"))
-        .join(FindingRecord, FindingRecord.id == AlertFinding.finding_id)
-        .join(Snapshot, Snapshot.id == FindingRecord.to_snapshot_id)
-        .group_by(AlertFinding.alert_id)
-        .subquery()
-    )
-    return list(
-        session.scalars(
-            select(Alert)
-            .join(newest_step, newest_step.c.alert_id == Alert.id)
-            .where(
-                Alert.server_id == server_id,
-                Alert.state.in_(AlertState.unresolved()),
-                Alert.session_id.is_(None),
-                Alert.rule.in_(_TOOL_RULE_IDS),
-                Alert.tool.is_not(None) if tools is None else Alert.tool.in_(list(tools)),
-                newest_step.c.version <= version,
-            )
-            .order_by(Alert.id)
-        )
-    )
-
-
-def approve(
-    session: Session,
-    server: Server,
-    *,
-    version: int | None,
-    tools: Sequence[str] | None,
-    note: str,
-    actor: str,
-    now: datetime,
-    resolve_alerts: bool,
-    policy: alerts.Alerting,
-) -> Approved:
-    """Approve the tools' definitions in `version`; with `resolve_alerts`, resolve what they answer."""
-    approved_version, events = approvals.approve(
-        session, server, version=version, tools=tools, note=note, actor=actor, now=now
-    )
-    resolved: list[int] = []
-    if resolve_alerts:
-        names = [event.tool for event in events if event.tool is not None]
-        for alert in alerts_resolved_by(session, server.id, names, approved_version):
-            alerts.resolve(session, alert, now, policy=policy)
-            resolved.append(alert.id)
-    return Approved(approved_version, events, resolved)
 
 
 class SessionBeats:

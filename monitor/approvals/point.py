@@ -1,4 +1,4 @@
-"""The decision point of one process: the cached view, the session heart-beats and the counters.
+"""The decision point of one process: the decision cache, the session heart-beats and the counters.
 
 Every adapter (the decision API, the Claude Code hook, the ToolHive PDP) asks `DecisionPoint.decide`,
 so they answer alike, count alike in /metrics and keep their non-allow answers alike. An allow from
@@ -11,17 +11,17 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from prometheus_client.core import CounterMetricFamily, Metric
-from starlette.requests import HTTPConnection
 
+from monitor.approvals.cache import DecisionView, ServerView
+from monitor.approvals.policy import Verdict
+from monitor.approvals.recorder import DecisionRecorder, DecisionWrite, SessionBeats
 from monitor.config import Config
-from monitor.core.decisions import Verdict
 from monitor.core.states import DecisionKind
 from monitor.metrics import DECISION_DURATION
-from monitor.notify.approvals import DecisionRecorder, DecisionWrite, SessionBeats
-from monitor.store.decisions import DecisionView, ServerView
-from monitor.webapp.context import WebContext
+from monitor.store import Store
 
 
 @dataclass(frozen=True)
@@ -75,16 +75,19 @@ class DecisionCounts:
 
 
 class DecisionPoint:
-    def __init__(self, web: WebContext) -> None:
-        self.web = web
-        self.view = DecisionView(web.store.engine)
+    """What every adapter asks: one per web app, kept on `app.state.decision_point`."""
+
+    def __init__(self, store: Store, config: Config, clock: Callable[[], datetime]) -> None:
+        self.config = config
+        self.clock = clock
+        self.view = DecisionView(store.engine)
         self.beats = SessionBeats()
-        self.recorder = DecisionRecorder(web.store, keep=web.config.monitor.decisions_kept)
+        self.recorder = DecisionRecorder(store, keep=config.monitor.decisions_kept)
         self.counts = DecisionCounts(lambda: self.recorder.dropped)
 
     def server_name(self, host_name: str) -> str:
         """The monitor's name for a server a host calls `host_name` (config `aliases`)."""
-        return aliases(self.web.config).get(host_name, host_name)
+        return aliases(self.config).get(host_name, host_name)
 
     def decide(
         self,
@@ -123,7 +126,7 @@ class DecisionPoint:
                     session_id=session_id,
                     client=client,
                     holding=holding if beat_due else None,
-                    at=self.web.now(),
+                    at=self.clock(),
                 )
             )
         return Answer(view, tool, verdict)
@@ -131,13 +134,3 @@ class DecisionPoint:
 
 def aliases(config: Config) -> dict[str, str]:
     return {alias: server.name for server in config.servers for alias in server.aliases}
-
-
-async def decision_point(connection: HTTPConnection) -> DecisionPoint:
-    """The app's decision point (async: a dependency that only reads app state needs no thread)."""
-    return point_of(connection)
-
-
-def point_of(connection: HTTPConnection) -> DecisionPoint:
-    point: DecisionPoint = connection.app.state.decision_point
-    return point

@@ -9,9 +9,18 @@ import os
 import sys
 import urllib.error
 import urllib.request
-from typing import Any
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from monitor.cli.common import EXIT_OK, CommandError, config_option, load, open_store
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from monitor.config import Config
+
+T = TypeVar("T")
 
 HOOK_PATH = "/api/v1/hooks/claude-code"
 
@@ -67,70 +76,49 @@ def _actor() -> str:
 
 
 def _run_approve(args: argparse.Namespace) -> int:
-    from datetime import UTC, datetime
-
-    from sqlalchemy import select
-
+    from monitor.approvals.service import ApprovalRequest, approve
     from monitor.notify.alerts import Alerting
-    from monitor.notify.approvals import approve
-    from monitor.store.approvals import ApprovalError
-    from monitor.store.models import Server
 
+    request = ApprovalRequest(args.server, args.version, args.tools or None, args.note, not args.keep_alerts)
     config = load(args)
-    store = open_store(config)
-    try:
-        with store.sessions.begin() as session:
-            server = session.scalar(select(Server).where(Server.name == args.server).with_for_update())
-            if server is None:
-                raise CommandError(f"no server named {args.server!r} in the database (poll it first)")
-            try:
-                done = approve(
-                    session,
-                    server,
-                    version=args.version,
-                    tools=args.tools or None,
-                    note=args.note,
-                    actor=_actor(),
-                    now=datetime.now(UTC),
-                    resolve_alerts=not args.keep_alerts,
-                    policy=Alerting.from_config(config),
-                )
-            except ApprovalError as exc:
-                raise CommandError(f"{args.server}: {exc}") from None
-    finally:
-        store.engine.dispose()
-    names = ", ".join(sorted(event.tool for event in done.events if event.tool))
-    print(f"approved {len(done.events)} tool(s) of {args.server} as in version {done.version}: {names}")
+    done = _change(
+        config,
+        lambda session, now: approve(
+            session, request, actor=_actor(), now=now, policy=Alerting.from_config(config)
+        ),
+    )
+    names = ", ".join(sorted(record.tool for record in done.approvals if record.tool))
+    print(f"approved {len(done.approvals)} tool(s) of {args.server} as in version {done.version}: {names}")
     if done.resolved_alerts:
         print(f"resolved alert(s) {', '.join(f'#{n}' for n in done.resolved_alerts)}")
     return EXIT_OK
 
 
 def _run_revoke(args: argparse.Namespace) -> int:
-    from datetime import UTC, datetime
+    from monitor.approvals.service import revoke
 
-    from sqlalchemy import select
-
-    from monitor.store.approvals import ApprovalError, revoke
-    from monitor.store.models import Server
-
-    config = load(args)
-    store = open_store(config)
-    try:
-        with store.sessions.begin() as session:
-            server = session.scalar(select(Server).where(Server.name == args.server).with_for_update())
-            if server is None:
-                raise CommandError(f"no server named {args.server!r} in the database")
-            try:
-                revoke(session, server, args.tool, note=args.note, actor=_actor(), now=datetime.now(UTC))
-            except ApprovalError as exc:
-                raise CommandError(f"{args.server}: {exc}") from None
-    finally:
-        store.engine.dispose()
+    _change(
+        load(args),
+        lambda session, now: revoke(session, args.server, args.tool, note=args.note, actor=_actor(), now=now),
+    )
     print(
         f"revoked the approval of {args.tool!r} on {args.server}: decisions about it ask until approved again"
     )
     return EXIT_OK
+
+
+def _change(config: Config, change: Callable[[Session, datetime], T]) -> T:
+    """Run one change to approvals in its own transaction; a refusal is the command's one-line error."""
+    from monitor.approvals.errors import ApprovalError
+
+    store = open_store(config)
+    try:
+        with store.sessions.begin() as session:
+            return change(session, datetime.now(UTC))
+    except ApprovalError as exc:
+        raise CommandError(str(exc)) from None
+    finally:
+        store.engine.dispose()
 
 
 def _hook_output(decision: str, reason: str) -> dict[str, Any]:

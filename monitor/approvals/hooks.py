@@ -1,8 +1,9 @@
-"""The decision point over HTTP (SPEC sections 10 and 11): decisions, enforced annotations, host adapters.
+"""Host adapters (docs/contract.md sections 10 and 11): a decision in the shapes hosts send and expect.
 
-`POST /api/v1/decisions` is the general form; the Claude Code `PreToolUse` hook and the ToolHive
-HTTP PDP are the same decision in the shapes those tools send and expect. Handlers are sync
-(the decision may write), so FastAPI runs them in its threadpool, off the event loop.
+`POST /api/v1/decisions` (`monitor.approvals.api`) is the general form; the Claude Code
+`PreToolUse` hook and the ToolHive HTTP PDP are the same decision, asked of the same
+`DecisionPoint`. Handlers are sync (a decision may read the database), so FastAPI runs them in its
+threadpool, off the event loop.
 """
 
 from __future__ import annotations
@@ -10,33 +11,19 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from monitor.approvals.api import Point
+from monitor.approvals.point import Answer, DecisionPoint
+from monitor.core.ijson import storable
 from monitor.core.states import DecisionKind
 from monitor.core.text import make_visible
-from monitor.webapp.api.schemas import (
-    ERRORS,
-    FINGERPRINT,
-    NO_NUL,
-    SERVER_NAME,
-    ApiJSONResponse,
-    not_found,
-    unprocessable,
-)
+from monitor.webapp.api.schemas import ERRORS, ApiJSONResponse
 from monitor.webapp.context import WebContext
-from monitor.webapp.decisionpoint import Answer, DecisionPoint, decision_point
-from monitor.webapp.deps import (
-    BEARER_REQUIRED,
-    Bearer,
-    ServerName,
-    Web,
-    context_of,
-    db_safe,
-    require_read,
-)
+from monitor.webapp.deps import BEARER_REQUIRED, Bearer, Web, context_of, require_read
 
 router = APIRouter(
     prefix="/api/v1",
@@ -45,125 +32,7 @@ router = APIRouter(
     responses=ERRORS,
     default_response_class=ApiJSONResponse,
 )
-Point = Annotated[DecisionPoint, Depends(decision_point)]
-
 TOOLHIVE_DECISION_PATH = "/api/v1/pdp/toolhive/decision"
-
-
-class Hints(BaseModel):
-    readOnlyHint: bool
-    destructiveHint: bool
-    idempotentHint: bool
-    openWorldHint: bool
-
-
-class DecisionAnnotations(BaseModel):
-    approved: Hints | None = Field(description="Effective hints of the approved definition")
-    current: Hints | None = Field(description="Effective hints of the current definition")
-    enforced: Hints | None = Field(
-        description="The stricter of the two per field: read-only and idempotent only if both say so, "
-        "destructive and open-world if either does"
-    )
-
-
-class DecisionIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    server: str = Field(min_length=1, max_length=200, pattern=SERVER_NAME)
-    tool: str = Field(min_length=1, max_length=1000, pattern=NO_NUL)
-    fingerprint: str | None = Field(
-        default=None,
-        pattern=FINGERPRINT,
-        description="The fingerprint of the listing the caller holds; a different one adds `stale-listing`",
-    )
-    session_id: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=200,
-        pattern=NO_NUL,
-        description="Registers or heart-beats this host session (see /sessions)",
-    )
-    client: str | None = Field(default=None, max_length=500, pattern=NO_NUL)
-
-
-class DecisionOut(BaseModel):
-    server: str
-    tool: str
-    decision: Literal["allow", "ask", "deny"]
-    reason: str = Field(description="One sentence a person understands")
-    reasons: list[str] = Field(
-        description="Reason codes: approved, approval-off, never-polled, not-approved, "
-        "changed-since-approval, tool-removed, unknown-tool; plus stale-listing"
-    )
-    rule: str | None = Field(description="The rule behind a changed-since-approval answer")
-    severity: str | None
-    approved_version: int | None
-    current_version: int | None
-    fingerprint: str | None = Field(description="The fingerprint of the server's current listing")
-    annotations: DecisionAnnotations
-
-
-def _check_text(value: str | None, loc: list[str | int]) -> None:
-    if value is not None and not db_safe(value):
-        raise unprocessable(loc, "must not contain NUL characters or lone surrogates")
-
-
-@router.post(
-    "/decisions",
-    summary="Should this tool be called now? allow, ask or deny, with the reason",
-    response_model=DecisionOut,
-    responses=not_found("server"),
-)
-def decide(body: DecisionIn, point: Point) -> Response:
-    """Answered straight from the verdict's JSON (its shape is `DecisionOut`): no second validation
-    on the path every tool call takes."""
-    _check_text(body.tool, ["body", "tool"])
-    _check_text(body.session_id, ["body", "session_id"])
-    _check_text(body.client, ["body", "client"])
-    answer = point.decide(
-        body.server, body.tool, fingerprint=body.fingerprint, session_id=body.session_id, client=body.client
-    )
-    if answer is None:
-        raise HTTPException(404, f"no server named {body.server!r}")
-    return ApiJSONResponse(answer.to_dict())
-
-
-class EnforcedTool(BaseModel):
-    decision: Literal["allow", "ask", "deny"]
-    approved_version: int | None
-    enforced: Hints | None
-
-
-class EnforcedOut(BaseModel):
-    server: str
-    current_version: int | None
-    fingerprint: str | None
-    tools: dict[str, EnforcedTool] = Field(description="Every tool of the current listing, by name")
-
-
-@router.get(
-    "/servers/{name}/annotations/enforced",
-    summary="The enforced annotations of every current tool, for gateways that assert reviewed ones",
-    responses=not_found("server"),
-)
-def enforced(name: ServerName, point: Point) -> EnforcedOut:
-    view = point.view.server(name)
-    if view is None:
-        raise HTTPException(404, f"no server named {name!r}")
-    tools = {}
-    for tool in sorted(view.tools):
-        verdict = view.verdict(tool)
-        tools[tool] = EnforcedTool(
-            decision=verdict.decision.value,
-            approved_version=verdict.approved_version,
-            enforced=Hints.model_validate(verdict.enforced) if verdict.enforced else None,
-        )
-    return EnforcedOut(
-        server=view.name,
-        current_version=view.current_version,
-        fingerprint=view.current_fingerprint,
-        tools=tools,
-    )
 
 
 # --- Claude Code ---------------------------------------------------------------------------------
@@ -211,7 +80,7 @@ def claude_code_answer(point: DecisionPoint, hook: PreToolUseIn) -> HookOut:
     if hook.hook_event_name != "PreToolUse" or split is None:
         return HookOut()
     host_name, tool = split
-    if not db_safe(tool) or (hook.session_id is not None and not db_safe(hook.session_id)):
+    if not storable(tool) or (hook.session_id is not None and not storable(hook.session_id)):
         return HookOut()
     answer = point.decide(
         point.server_name(host_name), tool, session_id=hook.session_id or None, client="claude-code"
@@ -295,13 +164,13 @@ def toolhive_answer(point: DecisionPoint, porc: PorcIn) -> PdpOut:
     prefix, _, rest = porc.resource.partition("mrn:mcp:")
     host_name, _, feature_and_tool = rest.partition(":")
     feature, _, tool = feature_and_tool.partition(":")
-    if prefix or feature != "tool" or not host_name or not tool or not db_safe(tool):
+    if prefix or feature != "tool" or not host_name or not tool or not storable(tool):
         return PdpOut(allow=False)
     subject = porc.principal.get("sub")
     answer = point.decide(
         point.server_name(host_name),
         tool,
-        client=f"toolhive ({subject})" if isinstance(subject, str) and db_safe(subject) else "toolhive",
+        client=f"toolhive ({subject})" if isinstance(subject, str) and storable(subject) else "toolhive",
     )
     if answer is None:
         return PdpOut(allow=True)

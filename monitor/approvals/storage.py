@@ -1,49 +1,31 @@
-"""Approvals: which definition of each tool a person approved, as an event history kept forever.
+"""The approval history and the kept decisions: what approvals and decisions leave in the database.
 
 Approving records the tool's definition (its content address) in a chosen version; revoking and
 changing a server's approval mode are events too, so who approved what, when and why is never
 overwritten. The newest event of a tool is its approval state. In `tofu` mode a tool with no event
 at all is approved as the server's first version held it (trust on first use), which needs no
 write at poll time and holds as well for servers first polled before approvals existed.
+
+Non-allow decisions are kept for review, the newest `decisions_kept` per server, and pruned by age.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, Connection, Engine, delete, func, select
 from sqlalchemy.orm import Session
 
+from monitor.approvals.errors import Conflict, NotFound
+from monitor.approvals.policy import ApprovedTool, Verdict
+from monitor.approvals.records import ApprovalRecord, DecisionLogRecord
 from monitor.core.states import ApprovalAction, ApprovalMode
-from monitor.store.models import Approval, ListingTool, Server, Snapshot, ToolDefinition
-from monitor.store.records import ApprovalRecord
+from monitor.store.models import Approval, DecisionRecord, ListingTool, Server, Snapshot, ToolDefinition
+from monitor.store.retention import Progress, count_rows, delete_in_batches
 
 TOFU_ACTOR = "trust on first use"
-
-
-class ApprovalError(ValueError):
-    """An approval the monitor cannot record; the message says why."""
-
-
-class NotFound(ApprovalError):
-    """The version, or a tool in it, or an approval to revoke, does not exist."""
-
-
-class NothingYet(ApprovalError):
-    """The server has not been polled: there is no version to approve yet."""
-
-
-@dataclass(frozen=True)
-class ApprovedTool:
-    """The approved definition of one tool (from an event, or from the first version under tofu)."""
-
-    version: int | None
-    fingerprint: str
-    definition: dict[str, Any]
-    tofu: bool = False
 
 
 def set_mode(
@@ -77,7 +59,7 @@ def _version_tools(session: Session, server_id: int, version: int | None) -> tup
     row = session.execute(query).first()
     if row is None:
         if version is None:
-            raise NothingYet("the server has not been polled yet: there is nothing to approve")
+            raise Conflict("the server has not been polled yet: there is nothing to approve")
         raise NotFound(f"the server has no version {version}")
     tools = dict(
         session.execute(
@@ -89,7 +71,7 @@ def _version_tools(session: Session, server_id: int, version: int | None) -> tup
     return row.version, tools
 
 
-def approve(
+def record_approvals(
     session: Session,
     server: Server,
     *,
@@ -126,7 +108,9 @@ def approve(
     return approved_version, events
 
 
-def revoke(session: Session, server: Server, tool: str, *, note: str, actor: str, now: datetime) -> Approval:
+def record_revocation(
+    session: Session, server: Server, tool: str, *, note: str, actor: str, now: datetime
+) -> Approval:
     """Withdraw the approval of one tool: the next decision about it is `ask` until it is approved again."""
     approved = approved_tools(session, server).get(tool)
     if approved is None:
@@ -231,3 +215,87 @@ def history(session: Session, server: Server, tool: str | None = None) -> list[A
                     )
                 )
     return records
+
+
+def record_decision(
+    session: Session,
+    *,
+    server_id: int,
+    tool: str,
+    verdict: Verdict,
+    session_id: str | None,
+    client: str | None,
+    now: datetime,
+    keep: int,
+) -> DecisionRecord:
+    """Keep a non-allow decision for review; the server keeps its newest `keep` (older ones go)."""
+    row = DecisionRecord(
+        server_id=server_id,
+        tool=tool,
+        decided_at=now,
+        decision=verdict.decision.value,
+        reason_code=verdict.reason_code,
+        reason=verdict.reason,
+        rule=verdict.rule,
+        severity=verdict.severity.value if verdict.severity else None,
+        approved_version=verdict.approved_version,
+        current_version=verdict.current_version,
+        stale_listing=verdict.stale_listing,
+        session_id=session_id,
+        client=client,
+    )
+    session.add(row)
+    session.flush()
+    if row.id % 50 == 0:  # trim now and then, not at every insert
+        cutoff = session.scalar(
+            select(DecisionRecord.id)
+            .where(DecisionRecord.server_id == server_id)
+            .order_by(DecisionRecord.id.desc())
+            .offset(keep)
+            .limit(1)
+        )
+        if cutoff is not None:
+            session.execute(
+                delete(DecisionRecord).where(
+                    DecisionRecord.server_id == server_id, DecisionRecord.id <= cutoff
+                )
+            )
+    return row
+
+
+def recent_decisions(session: Session, server_id: int, limit: int = 20) -> list[DecisionLogRecord]:
+    rows = session.execute(
+        select(DecisionRecord, Server.name)
+        .join(Server, Server.id == DecisionRecord.server_id)
+        .where(DecisionRecord.server_id == server_id)
+        .order_by(DecisionRecord.id.desc())
+        .limit(limit)
+    ).all()
+    return [_record(row, name) for row, name in rows]
+
+
+def _record(row: DecisionRecord, server: str) -> DecisionLogRecord:
+    columns = {name: getattr(row, name) for name in DecisionLogRecord.model_fields if hasattr(row, name)}
+    return DecisionLogRecord.model_validate({**columns, "server": server})
+
+
+def prune_decisions(
+    engine: Engine,
+    *,
+    older_than: datetime,
+    batch_size: int = 5000,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> int:
+    """Delete kept decisions from before `older_than`, in batches that commit on their own."""
+    old = DecisionRecord.decided_at < older_than
+    if dry_run:
+        return count_rows(engine, DecisionRecord, old)
+
+    def decisions(connection: Connection, chosen: Sequence[ColumnElement[bool]]) -> dict[str, int]:
+        return {"decisions": connection.execute(delete(DecisionRecord).where(*chosen)).rowcount}
+
+    deleted = delete_in_batches(
+        engine, DecisionRecord.id, old, decisions, batch_size=batch_size, progress=progress
+    )
+    return deleted.get("decisions", 0)

@@ -1,4 +1,4 @@
-"""The decision point's policy (SPEC section 10): before a call, is the tool still what was approved?
+"""The decision policy (docs/contract.md section 10): before a call, is the tool still what was approved?
 
 Annotations are a server's claim about itself, so the monitor answers from what a person approved
 and what the server serves now: approved and unchanged -> allow; changed since approval with a
@@ -30,11 +30,15 @@ STRICTER_IF_BOTH = ("readOnlyHint", "idempotentHint")
 
 
 @dataclass(frozen=True)
-class Approved:
+class ApprovedTool:
     """The definition of one tool a person (or trust on first use) approved, and in which version."""
 
     version: int | None
+    fingerprint: str
+    """The approved definition's content address (`monitor.core.fingerprint.tool_fingerprint`)."""
     definition: Tool
+    tofu: bool = False
+    """Approved by trust on first use (the first version's tools in `tofu` mode), not by an event."""
 
 
 @dataclass(frozen=True)
@@ -108,13 +112,12 @@ def decide(
     mode: ApprovalMode,
     current_version: int | None,
     current: Tool | None,
-    approved: Approved | None,
-    approved_fingerprint: str | None = None,
+    approved: ApprovedTool | None,
     current_fingerprint: str | None = None,
 ) -> Verdict:
     """The decision for one tool. `current_version` None: the server was never polled successfully.
 
-    Pass the definitions' fingerprints when known: equal ones skip the diff.
+    Pass the current definition's fingerprint when known: one equal to the approved one skips the diff.
     """
     label = make_visible(tool)
     approved_hints = hints_of(approved.definition) if approved else None
@@ -178,9 +181,7 @@ def decide(
             severity=added.severity if added else None,
         )
     unchanged = (
-        approved_fingerprint == current_fingerprint
-        if approved_fingerprint and current_fingerprint
-        else approved.definition == current
+        approved.fingerprint == current_fingerprint if current_fingerprint else approved.definition == current
     )
     if unchanged:
         where = f"version {approved.version}" if approved.version is not None else "an earlier version"

@@ -1,0 +1,21 @@
+"""Approvals and decisions, as one unit: what a person approved, and the answer before a call.
+
+A host or gateway asks before a call whether a tool's current definition is still the one a person
+approved (docs/contract.md section 10). Everything about that lives here, one module per role, and
+`deploy/architecture.py` ranks each role in the layer it belongs to, so arrows still point one way:
+
+| module | role (layer) | what |
+|---|---|---|
+| `errors` | core | one error type per way a change to approvals can fail |
+| `policy` | core | the decision policy: approved, changed, never approved; the enforced annotations |
+| `records` | store | the API shapes of an approval event and of a kept decision |
+| `storage` | store | the approval history (events kept forever) and the kept decisions |
+| `cache` | store | the per-process decision cache, valid for one generation of the database |
+| `service` | notify | approve (resolving the alerts it answers), revoke, set the mode: what adapters call |
+| `recorder` | notify | decisions' writes (kept decisions, host-session beats) on a thread of their own |
+| `point` | notify | the decision point: the cache, the recorder and the counters behind every adapter |
+| `api` | webapp | `/api/v1/servers/{name}/approvals`, `/api/v1/decisions`, enforced annotations |
+| `hooks` | webapp | the hosts' shapes of a decision: Claude Code's hook, ToolHive's PDP |
+| `pages` | webapp | approving and revoking from the dashboard |
+| `cli` | cli | `drift-monitor approve`, `revoke` and `hook` |
+"""

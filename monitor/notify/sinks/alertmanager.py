@@ -1,0 +1,46 @@
+"""Alertmanager's API v2 (`POST /api/v2/alerts`): postable alerts, re-posted while open.
+
+Labels identify an alert (`alertname` = rule id, `severity`, `server`, `tool`), so re-posting an open
+one only keeps it firing; resolving sends it once more with `endsAt`. Alertmanager forgets an alert
+it has not heard of for `resolve_timeout` and keeps nothing across a restart without persistence,
+so open alerts are re-posted every minute (`monitor.notify.repost`), as Prometheus does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from monitor.core.states import AlertEvent
+from monitor.notify.sinks.base import Sink, clip
+
+SUMMARY_LIMIT = 1024
+
+
+class Alertmanager(Sink):
+    format = "alertmanager"
+    reposts_open_alerts = True
+
+    @classmethod
+    def body(cls, payload: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Postable alerts for one alert event, or for every alert of an `alerts.firing` re-post."""
+        events = payload["alerts"] if payload["type"] == AlertEvent.FIRING else [payload]
+        return [_postable(event) for event in events]
+
+
+def _postable(event: Mapping[str, Any]) -> dict[str, Any]:
+    alert = event["alert"]
+    labels = {"alertname": alert["rule"], "severity": alert["severity"], "server": alert["server"]}
+    if alert["tool"]:  # Alertmanager reads an empty label as an absent one; leave it out
+        labels["tool"] = alert["tool"]
+    if alert.get("session_id"):
+        labels["session_id"] = alert["session_id"]
+    postable: dict[str, Any] = {
+        "labels": labels,
+        "annotations": {"summary": clip(alert["message"], SUMMARY_LIMIT), "alert_id": str(alert["id"])},
+        "startsAt": alert["opened_at"],
+        "generatorURL": alert["url"],
+    }
+    if event["type"] == AlertEvent.RESOLVED and alert.get("resolved_at"):
+        postable["endsAt"] = alert["resolved_at"]
+    return postable
