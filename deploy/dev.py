@@ -9,7 +9,8 @@ Commands:
           (`run --port N`, or `run N`, serves the dashboard on another port than 8000)
   test    the whole test suite, two workers per core (PostgreSQL too when
           DRIFT_MONITOR_TEST_PG_URL is set); extra arguments go to pytest
-  check   ruff, mypy and the package's shape (deploy/architecture.py)
+  check   ruff, mypy, the package's shape (deploy/architecture.py) and the declared
+          dependencies (deptry, configured in pyproject.toml)
   bench   every benchmark under bench/
 """
 
@@ -31,6 +32,11 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / "python"
 STAMP = VENV / ".installed-from"
+
+DEPTRY_TESTS = ("tests", "bench", "--exclude", r"\.venv", "--ignore", "DEP002,DEP004")
+"""The second deptry run: every module tests/ and bench/ import is declared, directly (DEP001, DEP003).
+Test and dev packages are theirs to import (DEP004 is for the package), and runtime dependencies
+they leave unused are not unused (DEP002). The first run, `deptry .`, checks what gets installed."""
 
 
 def ensure_venv() -> None:
@@ -71,6 +77,8 @@ def main() -> int:
             or run("-m", "ruff", "format", "--check", ".")
             or run("-m", "mypy")
             or run(str(ROOT / "deploy" / "architecture.py"))
+            or run("-m", "deptry", ".")
+            or run("-m", "deptry", *DEPTRY_TESTS)
         )
     if command == "bench":
         return run(str(ROOT / "bench" / "run.py"), *extra)
