@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, MetaData, func, insert, inspect, select
-from support.polls import record_poll
+from support.polls import record_poll, stored_tools
 
 from monitor.core.fingerprint import fingerprint, tool_fingerprint
 from monitor.store import Store, make_engine, migrate
@@ -143,9 +143,7 @@ def test_upgrade_recomputes_every_fingerprint_from_the_stored_json(database_url:
         assert server_id is not None
         outcome = record_poll(store, server_id, V3, T0 + timedelta(days=1))
         assert outcome.version == 3 and not outcome.new_version and outcome.findings == []
-        listing = store.listing_tools(
-            store.snapshot_at(server_id, T0 + timedelta(days=2)).listing_id  # type: ignore[union-attr]
-        )
+        listing = stored_tools(store, "calc", T0 + timedelta(days=2))
         assert fingerprint(listing) == fingerprint(V3)
     finally:
         engine.dispose()

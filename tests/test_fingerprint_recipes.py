@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from support.polls import record_poll
+from support.polls import record_poll, stored_tools
 
 from monitor.collect.client import Target, fetch_listing
 from monitor.config import ServerConfig
@@ -51,9 +51,8 @@ async def stored_listing(store: Store) -> tuple[str, list[dict[str, Any]]]:
     )
     (server_id,) = sync_servers(store, [server], T0).values()
     outcome = record_poll(store, server_id, CanonicalListing.of(fetched.tools), T0)
-    snapshot = store.snapshot_at(server_id, T0)
-    assert outcome.fingerprint is not None and snapshot is not None
-    return outcome.fingerprint, store.listing_tools(snapshot.listing_id)
+    assert outcome.fingerprint is not None
+    return outcome.fingerprint, stored_tools(store, "time", T0)
 
 
 async def test_python_recipe_fetches_raw_and_matches_the_stored_fingerprint(store: Store) -> None:

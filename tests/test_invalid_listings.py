@@ -18,7 +18,7 @@ from support.world import AUTH, make_app
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.notify.alerts import Alerting
-from monitor.store import PollOutcome, Store
+from monitor.store import PollOutcome, Store, queries
 from monitor.store.models import Alert, PollAttempt, Snapshot
 from monitor.store.registration import sync_servers
 
@@ -60,7 +60,8 @@ def test_a_listing_hosts_reject_is_stored_as_a_version_with_its_errors(
         with store.sessions() as session:
             snapshot = session.scalars(select(Snapshot)).one()
             assert snapshot.validation_errors and any("inputSchema" in e for e in snapshot.validation_errors)
-        assert store.listing_tools(snapshot.listing_id) == [NO_TYPE], "kept exactly as sent"
+        with store.sessions() as session:
+            assert queries.listing_tools(session, snapshot.listing_id) == [NO_TYPE], "kept exactly as sent"
         with store.sessions() as session:
             (alert,) = session.scalars(select(Alert)).all()
             assert (alert.rule, alert.state) == ("listing-invalid", "open")

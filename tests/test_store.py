@@ -17,7 +17,7 @@ from support import http_server, record_poll, tool
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
-from monitor.store import PollOutcome, Store, current_revision, make_engine, migrate
+from monitor.store import PollOutcome, Store, current_revision, make_engine, migrate, queries
 from monitor.store.marks import from_epoch_ms
 from monitor.store.models import (
     Base,
@@ -154,7 +154,8 @@ def test_vendor_fields_and_unknown_hints_are_kept_and_versioned(store: Store, tm
     assert hint.new_version and [f.field for f in hint.findings if f.tool] == ["annotations.x-unknown-hint"]
     with store.sessions() as session:
         snapshot = session.scalars(select(Snapshot).where(Snapshot.version == 1)).one()
-    stored = store.listing_tools(snapshot.listing_id)
+    with store.sessions() as session:
+        stored = queries.listing_tools(session, snapshot.listing_id)
     expected = make_tools(3)
     expected[0]["_meta"] = {"volatile": 1}
     assert sorted(stored, key=lambda t: t["name"]) == expected, "the listing exactly as first sent"
@@ -202,15 +203,16 @@ def test_snapshot_in_force_at_a_time(store: Store) -> None:
     times = [datetime(2026, 1, 1, 14, m, tzinfo=UTC) for m in (0, 10, 20)]
     for size, at in zip((1, 2, 1), times, strict=True):
         record_poll(store, server_id, make_tools(size), at)
-    assert store.snapshot_at(server_id, datetime(2026, 1, 1, 13, 59, tzinfo=UTC)) is None
-    versions = [
-        store.snapshot_at(server_id, datetime(2026, 1, 1, 14, m, s, tzinfo=UTC))
-        for m, s in ((0, 0), (9, 59), (10, 0), (30, 0))
-    ]
-    assert [v.version if v else None for v in versions] == [1, 1, 2, 3]
-    assert versions[0] and versions[3] and versions[0].listing_id == versions[3].listing_id, (
-        "A -> B -> A stores A once"
-    )
+    with store.sessions() as session:
+        assert queries.snapshot_at(session, "s", datetime(2026, 1, 1, 13, 59, tzinfo=UTC)) is None
+        versions = [
+            queries.snapshot_at(session, "s", datetime(2026, 1, 1, 14, m, s, tzinfo=UTC))
+            for m, s in ((0, 0), (9, 59), (10, 0), (30, 0))
+        ]
+    assert [v.snapshot.version if v else None for v in versions] == [1, 1, 2, 3]
+    assert (
+        versions[0] and versions[3] and versions[0].snapshot.listing_id == versions[3].snapshot.listing_id
+    ), "A -> B -> A stores A once"
 
 
 def test_a_failure_mid_poll_leaves_nothing_half_written(

@@ -14,26 +14,22 @@ from typing import Any, Protocol
 from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from monitor.core.clients import ClientProfile
 from monitor.core.findings import Finding
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.rules import listings, servers
 from monitor.core.rules.servers import WatchState
 from monitor.core.rules.views import notifications_declined
 from monitor.store.flapping import returns_since
-from monitor.store.listings import NO_META, diff_against, store_listing
+from monitor.store.listings import diff_against, store_listing
 from monitor.store.marks import mark, write_marks
 from monitor.store.models import (
     FindingRecord,
     Listing,
-    ListingTool,
     PollAttempt,
     Server,
     Snapshot,
-    ToolDefinition,
 )
 from monitor.store.polled import (
-    CacheHints,
     PollOutcome,
     PreparedDiff,
     RecordedPoll,
@@ -72,54 +68,6 @@ class Store:
     def _run_hooks(self, session: Session, poll: RecordedPoll) -> None:
         for hook in self.hooks:
             hook.after_poll(session, poll)
-
-    def record_success(
-        self,
-        server_id: int,
-        listing: CanonicalListing,
-        *,
-        started_at: datetime,
-        finished_at: datetime,
-        pages: int,
-        protocol_version: str,
-        server_info: dict[str, Any] | None,
-        capabilities: dict[str, Any],
-        list_changed_advertised: bool,
-        metas: dict[str, Any] | None = None,
-        validation_errors: Sequence[str] = (),
-        client: ClientProfile | None = None,
-        views: Sequence[View] = (),
-        cache: CacheHints | None = None,
-        prepared: PreparedDiff | None = None,
-    ) -> PollOutcome:
-        """Store a successful poll: a new version only when the listing changed.
-
-        A listing that breaks the MCP schema (`validation_errors`) is stored like any other, marked
-        with the errors, and raises `listing-invalid`: what hosts reject is exactly what to review.
-        `client` is the profile the listing was polled as (its view is kept too); `views` the
-        other profiles' listings, compared with it; `cache` the listing's 2026-07-28 caching hints.
-        `prepared` (from `prepare_diff`) spares the transaction the diff when the server's current
-        version is still the one it was computed against; otherwise the diff is computed here.
-        """
-        return self.record(
-            SuccessfulPoll(
-                server_id,
-                listing,
-                started_at,
-                finished_at,
-                pages,
-                protocol_version,
-                server_info,
-                capabilities,
-                list_changed_advertised,
-                metas or {},
-                tuple(validation_errors),
-                client,
-                tuple(views),
-                cache or CacheHints(),
-                prepared,
-            )
-        )
 
     def record(self, poll: SuccessfulPoll) -> PollOutcome:
         """Store a successful poll in its own transaction: a new version only when the listing changed.
@@ -379,34 +327,9 @@ class Store:
                 )
             )
 
-    def snapshot_at(self, server_id: int, at: datetime) -> Snapshot | None:
-        """The version in force at `at`: the newest span that started at or before it."""
-        with self.sessions() as session:
-            return session.scalar(
-                select(Snapshot)
-                .where(Snapshot.server_id == server_id, Snapshot.first_seen <= at)
-                .order_by(Snapshot.first_seen.desc())
-                .limit(1)
-            )
-
-    def listing_tools(self, listing_id: int) -> list[dict[str, Any]]:
-        """The tools of a stored listing, `_meta` restored, in the order first received."""
-        with self.sessions() as session:
-            rows = session.execute(
-                select(ToolDefinition.definition, ListingTool.meta)
-                .join(ListingTool, ListingTool.tool_id == ToolDefinition.id)
-                .where(ListingTool.listing_id == listing_id)
-                .order_by(ListingTool.position)
-            ).all()
-        return [_with_meta(definition, meta) for definition, meta in rows]
-
     def server_id(self, name: str) -> int | None:
         with self.sessions() as session:
             return session.scalar(select(Server.id).where(Server.name == name))
-
-
-def _with_meta(definition: dict[str, Any], meta: Any) -> dict[str, Any]:
-    return definition if meta is NO_META else {**definition, "_meta": meta}
 
 
 def _lock_server(session: Session, server_id: int) -> Server:

@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from support import (
     poll_history,
     refused_url,
     server_command,
+    stored_tools,
     tool,
 )
 
@@ -324,7 +326,7 @@ def _check_run(
             .join(Server, Server.id == Snapshot.server_id)
             .join(Listing, Listing.id == Snapshot.listing_id)
         ).all()
-        stored_tools = set(session.scalars(select(ToolDefinition.name)))
+        stored_names = set(session.scalars(select(ToolDefinition.name)))
         listing_count = session.scalar(select(func.count()).select_from(Listing))
         member_count = session.scalar(select(func.count()).select_from(ListingTool))
 
@@ -352,20 +354,9 @@ def _check_run(
             ("stdio-ignores-sigterm", 1, outcomes["stdio-ignores-sigterm"].fingerprint),
         ]
     )
-    assert stored_tools == {"search", "page", "ack", "echo", "add"}  # no "page-one", no "big0"
+    assert stored_names == {"search", "page", "ack", "echo", "add"}  # no "page-one", no "big0"
     assert listing_count == 2 and member_count == 5
-    assert store.listing_tools(_listing_id(store, "healthy-http")) == HEALTHY_TOOLS
-
-
-def _listing_id(store: Store, name: str) -> int:
-    with store.sessions() as session:
-        listing_id = session.scalar(
-            select(Snapshot.listing_id)
-            .join(Server, Server.id == Snapshot.server_id)
-            .where(Server.name == name)
-        )
-    assert listing_id is not None
-    return listing_id
+    assert stored_tools(store, "healthy-http", datetime.now(UTC)) == HEALTHY_TOOLS
 
 
 @pytest.mark.parametrize("mode", ["drop-mid-page"])

@@ -4,7 +4,7 @@ so `from support import ...` works in every test module; no test module imports 
 
 from support.databases import postgres_schema
 from support.fleet import Fleet, fleet, raw_fleet
-from support.polls import poll_history, record_poll
+from support.polls import poll_history, record_poll, stored_tools
 from support.processes import WAIT, Process, ProcessError, child_processes, no_leaked_children, wait_until
 from support.receiver import Receiver, Reply, Request, verify, webhook_secret
 from support.servers import (
@@ -51,6 +51,7 @@ __all__ = [
     "refused_url",
     "server_command",
     "serving",
+    "stored_tools",
     "tool",
     "verify",
     "wait_until",

@@ -9,7 +9,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from monitor.core.fingerprint import CanonicalListing
-from monitor.store import PollOutcome, Store
+from monitor.store import PollOutcome, Store, queries
 from monitor.store.marks import from_epoch_ms
 from monitor.store.models import PollAttempt, PollMark
 from monitor.store.polled import PreparedDiff, SuccessfulPoll
@@ -38,7 +38,15 @@ def record_poll(
     """
     listing = tools if isinstance(tools, CanonicalListing) else CanonicalListing.of(tools)
     details: dict[str, Any] = {**HANDSHAKE, "finished_at": at, **handshake}
-    return store.record_success(server_id, listing, started_at=at, **details)
+    return store.record(SuccessfulPoll(server_id, listing, started_at=at, **details))
+
+
+def stored_tools(store: Store, server: str, at: datetime) -> list[dict[str, Any]]:
+    """The tools of the version of `server` in force at `at`, as the server sent them (`_meta` too)."""
+    with store.sessions() as session:
+        in_force = queries.snapshot_at(session, server, at)
+        assert in_force is not None, f"{server} had no version at {at}"
+        return queries.listing_tools(session, in_force.snapshot.listing_id)
 
 
 def fetched_poll(server_id: int, listing: CanonicalListing, at: datetime, **handshake: Any) -> SuccessfulPoll:
