@@ -34,11 +34,12 @@ def record_poll(
     """Record a successful poll that listed `tools`, started and finished at `at`.
 
     The handshake details (one page, protocol 2025-11-25, no server info or capabilities, no
-    list-changed) are the same in every such test; `handshake` overrides any of them.
+    list-changed) are the same in every such test; `handshake` overrides any of them, and
+    `started_at` the poll's start.
     """
     listing = tools if isinstance(tools, CanonicalListing) else CanonicalListing.of(tools)
-    details: dict[str, Any] = {**HANDSHAKE, "finished_at": at, **handshake}
-    return store.record(SuccessfulPoll(server_id, listing, started_at=at, **details))
+    details: dict[str, Any] = {"started_at": at, **HANDSHAKE, "finished_at": at, **handshake}
+    return store.record(SuccessfulPoll(server_id, listing, **details))
 
 
 def stored_tools(store: Store, server: str, at: datetime) -> list[dict[str, Any]]:

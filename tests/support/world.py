@@ -15,11 +15,12 @@ from fastapi import FastAPI
 from sqlalchemy import select
 
 from monitor.config import Config, MonitorSettings, ServerConfig
-from monitor.core.fingerprint import CanonicalListing, fingerprint
+from monitor.core.fingerprint import fingerprint
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Alert, AlertFinding, FindingRecord, WebhookDelivery
 from monitor.store.registration import sync_servers
 from monitor.webapp.app import create_app
+from support.polls import record_poll
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TOKEN = "test-token-7f3a"
@@ -100,13 +101,13 @@ class World:
 
 
 def record(store: Store, server_id: int, tools: list[dict[str, Any]], at: datetime) -> PollOutcome:
-    return store.record_success(
+    """A 120 ms poll of `tools` that finished at `at`, from a server that advertises list-changed."""
+    return record_poll(
+        store,
         server_id,
-        CanonicalListing.of(tools),
+        tools,
+        at,
         started_at=at - timedelta(milliseconds=120),
-        finished_at=at,
-        pages=1,
-        protocol_version="2025-11-25",
         server_info={"name": "search-server", "version": "1.0"},
         capabilities={"tools": {"listChanged": True}},
         list_changed_advertised=True,
