@@ -14,9 +14,11 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 from support.polls import record_poll
+from support.tools import tool
 from support.world import (
     AUTH,
     HOSTILE_SCRIPT,
+    QUERY,
     T0,
     TOKEN,
     TOKEN_ENV,
@@ -24,7 +26,6 @@ from support.world import (
     make_app,
     populate,
     record,
-    tool,
     versions,
 )
 
@@ -553,7 +554,7 @@ def test_lone_surrogates_are_returned_as_json_escapes(store: Store, monkeypatch:
     (server_id,) = sync_servers(
         store, [ServerConfig(name="odd", transport="http", url="https://o.example/")], T0
     ).values()
-    odd = tool("odd", "broken \ud800 text")
+    odd = tool("odd", description="broken \ud800 text", input_schema=QUERY)
     form = json.dumps(odd, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     record_poll(store, server_id, CanonicalListing({"odd": odd}, {"odd": form}, "0" * 64), T0)
     with TestClient(make_app(store, monkeypatch), headers=AUTH) as client:

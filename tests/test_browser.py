@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.world import T0, TOKEN, World, make_app, populate, record, tool
+from support.tools import tool
+from support.world import QUERY, T0, TOKEN, World, make_app, populate, record
 
 from monitor.config import ServerConfig
 from monitor.store import Store, make_engine, migrate
@@ -54,23 +55,36 @@ def add_fleet(store: Store) -> None:
     ]
     ids = sync_servers(store, configs, T0)
     base = [
-        tool("list_issues", "List issues of a repository.", annotations={"readOnlyHint": True}),
-        tool("create_issue", "Open an issue.", annotations={"readOnlyHint": False, "destructiveHint": False}),
+        tool(
+            "list_issues",
+            description="List issues of a repository.",
+            input_schema=QUERY,
+            annotations={"readOnlyHint": True},
+        ),
+        tool(
+            "create_issue",
+            description="Open an issue.",
+            input_schema=QUERY,
+            annotations={"readOnlyHint": False, "destructiveHint": False},
+        ),
     ]
+    merge = tool("merge_pr", description="Merge a pull request.", input_schema=QUERY)
     record(store, ids["github"], base, T0)
-    record(store, ids["github"], [*base, tool("merge_pr", "Merge a pull request.")], T0 + timedelta(hours=2))
-    record(
-        store,
-        ids["postgres-ro"],
-        [tool("query", "Run a read-only SQL query.", annotations={"readOnlyHint": True})],
-        T0,
+    record(store, ids["github"], [*base, merge], T0 + timedelta(hours=2))
+    query = tool(
+        "query",
+        description="Run a read-only SQL query.",
+        input_schema=QUERY,
+        annotations={"readOnlyHint": True},
     )
-    record(
-        store,
-        ids["slack"],
-        [tool("post_message", "Post to a channel.", annotations={"openWorldHint": True})],
-        T0,
+    record(store, ids["postgres-ro"], [query], T0)
+    post = tool(
+        "post_message",
+        description="Post to a channel.",
+        input_schema=QUERY,
+        annotations={"openWorldHint": True},
     )
+    record(store, ids["slack"], [post], T0)
     at = T0 + timedelta(hours=4)
     store.record_failure(ids["tickets"], "timeout", "no answer within 30 s", started_at=at, finished_at=at)
 

@@ -20,10 +20,8 @@ from monitor.notify import alerts, handling, sessions
 from monitor.store import Store
 from monitor.store.models import Alert
 from monitor.store.registration import sync_servers
-from support.world import T0, record, tool, versions
-
-NOW = T0 + timedelta(hours=5)
-"""The instant the incident is looked at (the app's clock in `support.world.make_app`)."""
+from support.tools import tool
+from support.world import NOW, QUERY, T0, record, versions
 
 
 @dataclass(frozen=True)
@@ -38,12 +36,29 @@ class Incident:
 def _github(tools_v2: bool) -> list[dict[str, object]]:
     create = {"readOnlyHint": False, "destructiveHint": False}
     listing = [
-        tool("list_issues", "List issues of a repository.", annotations={"readOnlyHint": True}),
-        tool("create_issue", "Open an issue.", annotations=create),
+        tool(
+            "list_issues",
+            description="List issues of a repository.",
+            input_schema=QUERY,
+            annotations={"readOnlyHint": True},
+        ),
+        tool("create_issue", description="Open an issue.", input_schema=QUERY, annotations=create),
     ]
     if tools_v2:
-        listing[0] = tool("list_issues", "List issues of a repository.", annotations={"readOnlyHint": False})
-        listing.append(tool("merge_pr", "Merge a pull request.", annotations={"destructiveHint": True}))
+        listing[0] = tool(
+            "list_issues",
+            description="List issues of a repository.",
+            input_schema=QUERY,
+            annotations={"readOnlyHint": False},
+        )
+        listing.append(
+            tool(
+                "merge_pr",
+                description="Merge a pull request.",
+                input_schema=QUERY,
+                annotations={"destructiveHint": True},
+            )
+        )
     return listing
 
 
@@ -65,13 +80,28 @@ def seed_incident(store: Store, policy: alerts.Alerting) -> Incident:
     record(store, ids["search"], versions()[-1], NOW - timedelta(minutes=2))
     record(store, ids["github"], _github(False), T0)
     record(store, ids["github"], _github(True), T0 + timedelta(hours=3, minutes=30))
-    slack = [tool("post_message", "Post to a channel.", annotations={"openWorldHint": True})]
+    slack = [
+        tool(
+            "post_message",
+            description="Post to a channel.",
+            input_schema=QUERY,
+            annotations={"openWorldHint": True},
+        )
+    ]
     record(store, ids["slack"], slack, T0)
     record(
-        store, ids["slack"], [*slack, tool("delete_message", "Delete a message.")], T0 + timedelta(hours=4)
+        store,
+        ids["slack"],
+        [*slack, tool("delete_message", description="Delete a message.", input_schema=QUERY)],
+        T0 + timedelta(hours=4),
     )
-    record(store, ids["tickets"], [tool("open_ticket", "Open a ticket.")], T0)
-    record(store, ids["files"], [tool("read", "Read a file.", annotations={"readOnlyHint": True})], T0)
+    record(store, ids["tickets"], [tool("open_ticket", description="Open a ticket.", input_schema=QUERY)], T0)
+    record(
+        store,
+        ids["files"],
+        [tool("read", description="Read a file.", input_schema=QUERY, annotations={"readOnlyHint": True})],
+        T0,
+    )
     for minute in range(3):
         at = T0 + timedelta(hours=4, minutes=minute)
         store.record_failure(ids["files"], "connect", "connection refused", started_at=at, finished_at=at)
@@ -84,7 +114,7 @@ def seed_incident(store: Store, policy: alerts.Alerting) -> Incident:
             "tickets",
             "claude-code-9c1",
             "claude-code/2.1",
-            fingerprint([tool("open_ticket", "Open a ticket.")]),
+            fingerprint([tool("open_ticket", description="Open a ticket.", input_schema=QUERY)]),
             T0,
         ),
     ]

@@ -21,8 +21,13 @@ from monitor.store.models import Alert, AlertFinding, FindingRecord, WebhookDeli
 from monitor.store.registration import sync_servers
 from monitor.webapp.app import create_app
 from support.polls import record_poll
+from support.tools import tool
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+NOW = T0 + timedelta(hours=5)
+"""The instant the history is looked at: the clock of the app over it (`make_app`)."""
+QUERY = {"type": "object", "properties": {"q": {"type": "string"}}}
+"""The input schema of the tools these servers list, unless a version changes it."""
 TOKEN = "test-token-7f3a"
 TOKEN_ENV = "DRIFT_MONITOR_TEST_API_TOKEN"
 
@@ -31,59 +36,63 @@ HOSTILE_IMG = '"><img src=x onerror=alert(1)>'
 HOSTILE_HIDDEN = "Reads files.\u202eTRAP\u202c \U000e0041\U000e0042 zero\u200bwidth"
 
 
-def tool(
-    name: str,
-    description: str,
-    *,
-    annotations: dict[str, Any] | None = None,
-    schema: dict[str, Any] | None = None,
-    **extra: Any,
-) -> dict[str, Any]:
-    result: dict[str, Any] = {
-        "name": name,
-        "description": description,
-        "inputSchema": schema or {"type": "object", "properties": {"q": {"type": "string"}}},
-    }
-    if annotations is not None:
-        result["annotations"] = annotations
-    result.update(extra)
-    return result
-
-
 def versions() -> list[list[dict[str, Any]]]:
     """Four listings of `search`, each changing something a reviewer must see."""
     v1 = [
-        tool("lookup", "Look a record up.", annotations={"readOnlyHint": True, "title": "Lookup"}),
+        tool(
+            "lookup",
+            description="Look a record up.",
+            input_schema=QUERY,
+            annotations={"readOnlyHint": True, "title": "Lookup"},
+        ),
         tool(
             "wipe_index",
-            "Drop a search index and rebuild it.",
+            description="Drop a search index and rebuild it.",
+            input_schema=QUERY,
             annotations={"readOnlyHint": False, "destructiveHint": True, "openWorldHint": False},
         ),
         tool(
-            "export", "Export records to a file.", annotations={"readOnlyHint": False, "idempotentHint": True}
+            "export",
+            description="Export records to a file.",
+            input_schema=QUERY,
+            annotations={"readOnlyHint": False, "idempotentHint": True},
         ),
     ]
     v2 = [
-        tool("lookup", "Look a record up, and update its access time.", annotations={"readOnlyHint": False}),
+        tool(
+            "lookup",
+            description="Look a record up, and update its access time.",
+            input_schema=QUERY,
+            annotations={"readOnlyHint": False},
+        ),
         v1[1],
         tool(
             "export",
-            "Export records to a file.",
-            annotations={"readOnlyHint": False, "idempotentHint": True},
-            schema={
+            description="Export records to a file.",
+            input_schema={
                 "type": "object",
                 "properties": {"q": {"type": "string"}, "path": {"type": "string"}},
                 "required": ["path"],
             },
+            annotations={"readOnlyHint": False, "idempotentHint": True},
         ),
-        tool("purge", "Delete every record of a tenant."),
+        tool("purge", description="Delete every record of a tenant.", input_schema=QUERY),
     ]
     v3 = [
         v2[0],
         v2[1],
         v2[2],
-        tool("purge", "Delete every record of a tenant. " + HOSTILE_SCRIPT + " " + HOSTILE_IMG),
-        tool(HOSTILE_SCRIPT, HOSTILE_HIDDEN, annotations={"readOnlyHint": True, "title": HOSTILE_IMG}),
+        tool(
+            "purge",
+            description="Delete every record of a tenant. " + HOSTILE_SCRIPT + " " + HOSTILE_IMG,
+            input_schema=QUERY,
+        ),
+        tool(
+            HOSTILE_SCRIPT,
+            description=HOSTILE_HIDDEN,
+            input_schema=QUERY,
+            annotations={"readOnlyHint": True, "title": HOSTILE_IMG},
+        ),
     ]
     v4 = [v3[0], v3[1], v3[3], v3[4]]  # export removed
     return [v1, v2, v3, v4]
@@ -131,7 +140,8 @@ def populate(store: Store) -> World:
         record(store, ids["search"], listing, first + timedelta(minutes=30))  # an unchanged poll
         times.append(first)
         prints.append(fingerprint(listing))
-    record(store, ids["files"], [tool("read", "Read a file.", annotations={"readOnlyHint": True})], T0)
+    files = [tool("read", description="Read a file.", input_schema=QUERY, annotations={"readOnlyHint": True})]
+    record(store, ids["files"], files, T0)
     for minute in range(3):
         at = T0 + timedelta(hours=1, minutes=minute)
         store.record_failure(ids["files"], "connect", "connection refused", started_at=at, finished_at=at)
@@ -192,7 +202,7 @@ def make_app(
         monkeypatch.setenv(TOKEN_ENV, token)
     config = Config(monitor=MonitorSettings(api_token_env=TOKEN_ENV), source="test")
     app = create_app(store, config, poll_now=poll_now)
-    app.state.web.clock = lambda: T0 + timedelta(hours=5)
+    app.state.web.clock = lambda: NOW
     return app
 
 
