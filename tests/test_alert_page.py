@@ -14,7 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from support import record_poll, tool, webhook_secret
-from support.world import AUTH, T0, make_app
+from support.web import web_client
+from support.world import T0
 
 from monitor.config import ServerConfig, WebhookConfig
 from monitor.core.findings import Severity
@@ -55,10 +56,8 @@ def alerted(store: Store, monkeypatch: pytest.MonkeyPatch) -> Store:
 
 
 @pytest.fixture
-def browser(alerted: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    with TestClient(make_app(alerted, monkeypatch), follow_redirects=False) as client:
-        web = client.app.state.web  # type: ignore[attr-defined]
-        client.cookies.set("dm_session", session_cookie_value(web, time.time()))
+def browser(alerted: Store) -> Iterator[TestClient]:
+    with web_client(alerted, auth="session", follow_redirects=False) as client:
         yield client
 
 
@@ -128,10 +127,8 @@ def test_acknowledge_with_who_and_a_note_then_resolve_by_hand_on_the_page(
     assert browser.post(f"/alerts/{alert_id}/resolve", data={"csrf_token": token}).status_code == 409
 
 
-def test_the_api_shows_one_alert_and_refuses_to_acknowledge_a_resolved_one(
-    alerted: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    with TestClient(make_app(alerted, monkeypatch), headers=AUTH) as client:
+def test_the_api_shows_one_alert_and_refuses_to_acknowledge_a_resolved_one(alerted: Store) -> None:
+    with web_client(alerted) as client:
         (open_alert,) = [
             a for a in client.get("/api/v1/alerts").json()["items"] if a["rule"] == "read-only-revoked"
         ]

@@ -15,19 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 from support.polls import record_poll
 from support.tools import tool
-from support.world import (
-    AUTH,
-    HOSTILE_SCRIPT,
-    QUERY,
-    T0,
-    TOKEN,
-    TOKEN_ENV,
-    World,
-    make_app,
-    populate,
-    record,
-    versions,
-)
+from support.web import AUTH, TOKEN, TOKEN_ENV, make_app, web_client
+from support.world import HOSTILE_SCRIPT, QUERY, T0, World, populate, record, versions
 
 from monitor.config import ServerConfig
 from monitor.core.fingerprint import CanonicalListing, fingerprint
@@ -44,8 +33,8 @@ def world(store: Store) -> World:
 
 
 @pytest.fixture
-def client(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    with TestClient(make_app(world.store, monkeypatch), headers=AUTH) as test_client:
+def client(world: World) -> Iterator[TestClient]:
+    with web_client(world.store) as test_client:
         yield test_client
 
 
@@ -209,8 +198,8 @@ def test_alerts_by_state_and_acknowledge(client: TestClient, world: World) -> No
     assert client.post("/api/v1/alerts/999999/ack").status_code == 404
 
 
-def test_auth_with_a_token(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    with TestClient(make_app(world.store, monkeypatch)) as anonymous:
+def test_auth_with_a_token(world: World) -> None:
+    with web_client(world.store, auth=None) as anonymous:
         for path in ("/api/v1/servers", "/api/v1/changes", "/metrics", "/api/v1/openapi.json"):
             response = anonymous.get(path)
             assert response.status_code == 401, path
@@ -227,10 +216,8 @@ def test_auth_with_a_token(world: World, monkeypatch: pytest.MonkeyPatch) -> Non
         assert anonymous.get("/api/v1/openapi.json", headers=AUTH).status_code == 200
 
 
-def test_without_a_token_reads_are_open_and_changes_refused(
-    world: World, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    with TestClient(make_app(world.store, monkeypatch, token=None)) as client:
+def test_without_a_token_reads_are_open_and_changes_refused(world: World) -> None:
+    with web_client(world.store, token=None, auth=None) as client:
         assert client.get("/api/v1/servers").status_code == 200
         assert client.get("/metrics").status_code == 200
         for method, path, body in (
@@ -350,8 +337,8 @@ def test_validation_errors_say_what_and_never_echo_secrets(client: TestClient) -
     )
 
 
-def test_poll_now(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    with TestClient(make_app(world.store, monkeypatch), headers=AUTH) as client:
+def test_poll_now(world: World) -> None:
+    with web_client(world.store) as client:
         unavailable = client.post("/api/v1/servers/search/poll")
         assert unavailable.status_code == 503 and "drift-monitor serve" in unavailable.json()["detail"]
 
@@ -361,7 +348,7 @@ def test_poll_now(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
         calls.append(name)
         return record(world.store, world.search_id, versions()[0], T0 + timedelta(hours=6))
 
-    with TestClient(make_app(world.store, monkeypatch, poll_now=poll_now), headers=AUTH) as client:
+    with web_client(world.store, poll_now=poll_now) as client:
         polled = client.post("/api/v1/servers/search/poll")
         assert polled.status_code == 200, polled.text
         body = polled.json()
@@ -466,12 +453,12 @@ def test_host_sessions(client: TestClient, world: World) -> None:
     assert [s["session_id"] for s in client.get("/api/v1/sessions").json()["items"]] == ["host-2"]
 
 
-def test_healthz_reports_an_unreachable_database(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_healthz_reports_an_unreachable_database(tmp_path: Any) -> None:
     from monitor.store import make_engine
 
     broken = Store(make_engine(f"sqlite:///{tmp_path}"))  # a directory: SQLite cannot open it
     try:
-        with TestClient(make_app(broken, monkeypatch)) as client:
+        with web_client(broken, auth=None) as client:
             response = client.get("/healthz")
             assert response.status_code == 503
             assert response.json() == {"status": "unavailable", "detail": "the database did not answer"}
@@ -546,7 +533,7 @@ def test_openapi_describes_every_endpoint(client: TestClient) -> None:
     assert {p["name"] for p in listed["parameters"]} >= {"name", "limit", "before"}
 
 
-def test_lone_surrogates_are_returned_as_json_escapes(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lone_surrogates_are_returned_as_json_escapes(store: Store) -> None:
     """Fingerprint v2 refuses lone surrogates (not I-JSON), but SQLite databases of the first release
     hold such listings under their old fingerprint; they still render."""
     if store.engine.dialect.name != "sqlite":
@@ -557,7 +544,7 @@ def test_lone_surrogates_are_returned_as_json_escapes(store: Store, monkeypatch:
     odd = tool("odd", description="broken \ud800 text", input_schema=QUERY)
     form = json.dumps(odd, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     record_poll(store, server_id, CanonicalListing({"odd": odd}, {"odd": form}, "0" * 64), T0)
-    with TestClient(make_app(store, monkeypatch), headers=AUTH) as client:
+    with web_client(store) as client:
         response = client.get("/api/v1/servers/odd/snapshots/1")
         assert response.status_code == 200
         assert "\\ud800" in response.text
@@ -577,9 +564,7 @@ def _schema_cannot_state(response: Any) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("mode", "examples"), [("positive", 30), ("negative", 15)])
-def test_fuzz_the_openapi(
-    store: Store, monkeypatch: pytest.MonkeyPatch, database_url: str, mode: str, examples: int
-) -> None:
+def test_fuzz_the_openapi(store: Store, database_url: str, mode: str, examples: int) -> None:
     """Whatever the schema allows (and, negatively, much it does not): no 5xx, and answers match the schema.
 
     Every operation gets a bounded number of generated requests against a populated database with
@@ -606,7 +591,7 @@ def test_fuzz_the_openapi(
             raise KeyError(name)
         return store.record_failure(server_id, "connect", "refused", started_at=T0, finished_at=T0)
 
-    app = make_app(store, monkeypatch, poll_now=poll_now)
+    app = make_app(store, poll_now=poll_now)
     schema = schemathesis.openapi.from_asgi("/api/v1/openapi.json", app, headers=AUTH)
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 18

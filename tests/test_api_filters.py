@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from support.world import AUTH, HOSTILE_SCRIPT, World, make_app, populate
+from support.web import web_client
+from support.world import HOSTILE_SCRIPT, World, populate
 
 from monitor.store import Store
 
@@ -18,8 +19,8 @@ def world(store: Store) -> World:
 
 
 @pytest.fixture
-def client(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    with TestClient(make_app(world.store, monkeypatch), headers=AUTH) as test_client:
+def client(world: World) -> Iterator[TestClient]:
+    with web_client(world.store) as test_client:
         yield test_client
 
 

@@ -11,7 +11,8 @@ import pytest
 from fastapi.testclient import TestClient
 from httpx import Response
 from sqlalchemy import select
-from support.world import TOKEN, World, make_app, populate
+from support.web import TOKEN, web_client
+from support.world import World, populate
 
 from monitor.store import Store
 from monitor.store.models import Alert
@@ -23,8 +24,8 @@ def world(store: Store) -> World:
 
 
 @pytest.fixture
-def browser(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    with TestClient(make_app(world.store, monkeypatch), follow_redirects=False) as test_client:
+def browser(world: World) -> Iterator[TestClient]:
+    with web_client(world.store, auth=None, follow_redirects=False) as test_client:
         yield test_client
 
 
@@ -95,8 +96,8 @@ def test_server_page_shows_decisions_and_the_diff_page_approves(browser: TestCli
     assert history.index("revoked") < history.index("dashboard") < history.index("trust on first use")
 
 
-def test_without_a_sign_in_the_forms_are_not_offered(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    with TestClient(make_app(world.store, monkeypatch, token=None)) as open_client:
+def test_without_a_sign_in_the_forms_are_not_offered(world: World) -> None:
+    with web_client(world.store, token=None, auth=None) as open_client:
         page = open_client.get("/servers/search")
         assert page.status_code == 200 and "Sign in to approve" in page.text
         assert "Approve every tool" not in page.text

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 from support.tools import tool
-from support.world import QUERY, T0, TOKEN, World, make_app, populate, record
+from support.web import TOKEN, make_app
+from support.world import QUERY, T0, World, populate, record
 
 from monitor.config import ServerConfig
 from monitor.store import Store, make_engine, migrate
@@ -90,7 +91,7 @@ def add_fleet(store: Store) -> None:
 
 
 @pytest.fixture
-def live_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, World]]:
+def live_server(tmp_path: Path) -> Iterator[tuple[str, World]]:
     import uvicorn
 
     engine = make_engine(f"sqlite:///{tmp_path / 'browser.db'}")
@@ -98,7 +99,7 @@ def live_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tup
     store = Store(engine)
     world = populate(store)
     add_fleet(store)
-    app = make_app(store, monkeypatch)
+    app = make_app(store)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(64)  # connections queue here until uvicorn accepts: no need to wait for it

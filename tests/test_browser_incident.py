@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from support.browser import CHROMIUM, PHONE, browser_page, live_app, overflows, shoot, sign_in
 from support.incident import Incident, incident_policy, seed_incident
-from support.world import TOKEN, make_app
+from support.web import TOKEN, make_app
 
 from monitor.store import Store, make_engine, migrate
 
@@ -29,17 +29,15 @@ pytestmark = pytest.mark.skipif(
 def incident_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Incident]]:
     """One seeded incident served for the whole module (the tests only read it, or acknowledge
     nothing): seeding and starting uvicorn once keeps the suite quick on a busy machine."""
-    monkeypatch = pytest.MonkeyPatch()
     engine = make_engine(f"sqlite:///{tmp_path_factory.mktemp('incident') / 'incident.db'}")
     migrate(engine)
     policy = incident_policy()
     incident = seed_incident(Store(engine, hooks=[policy]), policy)
     try:
-        with live_app(make_app(incident.store, monkeypatch)) as base:
+        with live_app(make_app(incident.store)) as base:
             yield base, incident
     finally:
         engine.dispose()
-        monkeypatch.undo()
 
 
 @pytest.fixture

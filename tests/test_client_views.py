@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import select
 from support import tool
 from support.servers import SERVERS
-from support.world import AUTH, make_app
+from support.web import web_client
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, ConfigError, MonitorSettings, ServerConfig, load_config
@@ -121,13 +120,11 @@ def test_a_tool_read_only_only_for_the_monitor_is_cloaking(store: Store, tmp_pat
 
 
 @pytest.mark.slow
-def test_views_in_the_api_the_dashboard_and_host_sessions(
-    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_views_in_the_api_the_dashboard_and_host_sessions(store: Store, tmp_path: Path) -> None:
     """Must hold: the API lists both views (primary first) and the server's profiles; the server page
     shows them; a host session is compared with the view that declared what the host declared."""
     poll(store, varying_server(tmp_path, "sampling", [BARE, {}]))
-    with TestClient(make_app(store, monkeypatch), headers=AUTH) as client:
+    with web_client(store) as client:
         listed = client.get("/api/v1/servers/notes/views").json()
         assert [(v["profile"], v["tool_count"], v["same_as_primary"]) for v in listed] == [
             ("bare-host", 2, True),
@@ -195,8 +192,8 @@ def test_client_profiles_in_the_config_file(tmp_path: Path) -> None:
         assert f"{config}: servers[0] ('a'): " in str(caught.value) and expected in str(caught.value)
 
 
-def test_client_profiles_over_the_api(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    with TestClient(make_app(store, monkeypatch), headers=AUTH) as client:
+def test_client_profiles_over_the_api(store: Store) -> None:
+    with web_client(store) as client:
         created = client.post(
             "/api/v1/servers",
             json={

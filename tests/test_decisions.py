@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 from support import record_poll, tool
-from support.world import AUTH, TOKEN, TOKEN_ENV
+from support.web import TOKEN, TOKEN_ENV, web_client
 
 from monitor.config import Config, ConfigError, MonitorSettings, ServerConfig, load_config
 from monitor.core.findings import Severity
@@ -23,7 +23,6 @@ from monitor.core.fingerprint import fingerprint
 from monitor.store import Store
 from monitor.store.models import Alert, DecisionRecord
 from monitor.store.registration import sync_servers
-from monitor.webapp.app import create_app
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 
@@ -58,8 +57,7 @@ class Demo:
         return body
 
 
-def make_demo(store: Store, monkeypatch: pytest.MonkeyPatch, approval: str) -> Iterator[Demo]:
-    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+def make_demo(store: Store, approval: str) -> Iterator[Demo]:
     servers = [
         ServerConfig(
             name="demo",
@@ -75,21 +73,19 @@ def make_demo(store: Store, monkeypatch: pytest.MonkeyPatch, approval: str) -> I
         source="test",
     )
     server_id = sync_servers(store, servers, T0)["demo"]
-    app = create_app(store, config)
     clock = [T0]
-    app.state.web.clock = lambda: clock[0]
-    with TestClient(app, headers=AUTH) as client:
+    with web_client(store, config, clock=lambda: clock[0]) as client:
         yield Demo(store, client, server_id, clock)
 
 
 @pytest.fixture
-def review(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[Demo]:
-    yield from make_demo(store, monkeypatch, "review")
+def review(store: Store) -> Iterator[Demo]:
+    yield from make_demo(store, "review")
 
 
 @pytest.fixture
-def tofu(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[Demo]:
-    yield from make_demo(store, monkeypatch, "tofu")
+def tofu(store: Store) -> Iterator[Demo]:
+    yield from make_demo(store, "tofu")
 
 
 def test_review_flow_ask_approve_deny_on_revoked_read_only_and_approve_again(review: Demo) -> None:

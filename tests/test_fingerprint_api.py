@@ -13,7 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from support.servers import SERVERS
-from support.world import AUTH, World, make_app, populate, versions
+from support.web import web_client
+from support.world import World, populate, versions
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
@@ -32,8 +33,8 @@ def world(store: Store) -> World:
 
 
 @pytest.fixture
-def client(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    with TestClient(make_app(world.store, monkeypatch), headers=AUTH) as test_client:
+def client(world: World) -> Iterator[TestClient]:
+    with web_client(world.store) as test_client:
         yield test_client
 
 
@@ -85,9 +86,7 @@ def test_what_cannot_be_fingerprinted_is_a_422_that_says_where(
     assert says in body["detail"]
 
 
-def test_a_listing_that_is_not_i_json_is_malformed_and_kept_for_review(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_listing_that_is_not_i_json_is_malformed_and_kept_for_review(store: Store) -> None:
     """A real (hostile) server lists a NaN. Must hold: the poll is `malformed`, says where, and the
     payload is kept with each failed poll (its first 1 MiB) and the newest served for review; a
     listing is never dropped silently."""
@@ -112,7 +111,7 @@ def test_a_listing_that_is_not_i_json_is_malformed_and_kept_for_review(
             select(PollAttempt.raw_payload).where(PollAttempt.raw_payload.is_not(None))
         ).all()
     assert len(kept) == 2, "each malformed poll keeps what it was sent"
-    with TestClient(make_app(store, monkeypatch), headers=AUTH) as client:
+    with web_client(store) as client:
         answer = client.get("/api/v1/servers/odd/malformed").json()
     assert answer["error"] == outcomes[1].error
     assert json.loads(answer["payload"])["tools"][0]["name"] == "echo" and "NaN" in answer["payload"]

@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 from support import http_server, record_poll, tool
-from support.world import AUTH, make_app
+from support.web import web_client
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
@@ -80,9 +79,7 @@ def test_a_listing_hosts_reject_is_stored_as_a_version_with_its_errors(
             )
 
 
-def test_a_listing_that_cannot_be_read_keeps_its_raw_payload(
-    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_listing_that_cannot_be_read_keeps_its_raw_payload(store: Store, tmp_path: Path) -> None:
     tools_file = tmp_path / "tools.json"
     duplicated: list[dict[str, Any]] = [tool("same"), tool("same", description="Again.")]
     tools_file.write_text(json.dumps(duplicated))
@@ -96,7 +93,7 @@ def test_a_listing_that_cannot_be_read_keeps_its_raw_payload(
     with store.sessions() as session:
         attempt = session.scalars(select(PollAttempt)).one()
     assert attempt.raw_payload is not None and json.loads(attempt.raw_payload) == {"tools": duplicated}
-    with TestClient(make_app(store, monkeypatch), headers=AUTH) as client:
+    with web_client(store) as client:
         link = f"/servers/files/polls/{attempt.id}/raw"
         assert f'href="{link}"' in client.get("/servers/files").text
         raw = client.get(link)

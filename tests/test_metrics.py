@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 from support import record_poll, refused_url, tool
-from support.world import AUTH, make_app
+from support.web import web_client
 
 from monitor.collect.observe import observe_poll
 from monitor.collect.poller import Poller
@@ -38,8 +38,8 @@ def scrape(client: TestClient, **headers: str) -> Samples:
 
 
 @pytest.fixture
-def client(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    with TestClient(make_app(store, monkeypatch), headers=AUTH) as test_client:
+def client(store: Store) -> Iterator[TestClient]:
+    with web_client(store) as test_client:
         yield test_client
 
 

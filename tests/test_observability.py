@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
-from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
-from support.world import AUTH, make_app
+from support.web import web_client
 
 from monitor.store import Store
 
@@ -31,9 +30,9 @@ _SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_count
 
 
 @pytest.fixture
-def exposed(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[set[str]]:
+def exposed(store: Store) -> Iterator[set[str]]:
     """Every series name /metrics can carry, suffixes included."""
-    with TestClient(make_app(store, monkeypatch), headers=AUTH) as client:
+    with web_client(store) as client:
         text = client.get("/metrics").text
     names: set[str] = set()
     for family in text_string_to_metric_families(text):

@@ -19,18 +19,8 @@ import pytest
 from fastapi.testclient import TestClient
 from httpx import Response
 from sqlalchemy import event, select
-from support.world import (
-    AUTH,
-    HOSTILE_IMG,
-    HOSTILE_SCRIPT,
-    T0,
-    TOKEN,
-    TOKEN_ENV,
-    World,
-    make_app,
-    populate,
-    record,
-)
+from support.web import AUTH, TOKEN, TOKEN_ENV, make_app, web_client
+from support.world import HOSTILE_IMG, HOSTILE_SCRIPT, T0, World, populate, record
 
 from monitor.notify import sessions
 from monitor.store import PollOutcome, Store
@@ -126,8 +116,8 @@ def world(store: Store) -> World:
 
 
 @pytest.fixture
-def client(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    with TestClient(make_app(world.store, monkeypatch), headers=AUTH, follow_redirects=False) as test_client:
+def client(world: World) -> Iterator[TestClient]:
+    with web_client(world.store, follow_redirects=False) as test_client:
         yield test_client
 
 
@@ -279,9 +269,9 @@ def alert_state(world: World, alert_id: int) -> str:
 
 
 @pytest.fixture
-def browser(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+def browser(world: World) -> Iterator[TestClient]:
     """A client without the bearer header: it has to sign in like a person."""
-    with TestClient(make_app(world.store, monkeypatch), follow_redirects=False) as test_client:
+    with web_client(world.store, auth=None, follow_redirects=False) as test_client:
         yield test_client
 
 
@@ -361,9 +351,9 @@ def test_acknowledge_from_the_alerts_page(browser: TestClient, world: World) -> 
     assert browser.get("/alerts").status_code == 303
 
 
-def test_a_csrf_cookie_from_another_key_is_refused(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_csrf_cookie_from_another_key_is_refused(world: World) -> None:
     """The CSRF token is signed with a key from the API token: one planted by a sibling domain fails."""
-    with TestClient(make_app(world.store, monkeypatch), follow_redirects=False) as browser:
+    with web_client(world.store, auth=None, follow_redirects=False) as browser:
         sign_in(browser)
         browser.cookies.delete("dm_csrf")
         browser.cookies.set("dm_csrf", "planted.0000")
@@ -372,8 +362,8 @@ def test_a_csrf_cookie_from_another_key_is_refused(world: World, monkeypatch: py
         assert alert_state(world, open_alert(world)) == "open"
 
 
-def test_without_a_token_the_dashboard_is_read_only(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    with TestClient(make_app(world.store, monkeypatch, token=None), follow_redirects=False) as browser:
+def test_without_a_token_the_dashboard_is_read_only(world: World) -> None:
+    with web_client(world.store, token=None, auth=None, follow_redirects=False) as browser:
         page = browser.get("/alerts")
         assert page.status_code == 200
         assert "Acknowledging needs an API token" in page.text and TOKEN_ENV in page.text
@@ -397,7 +387,7 @@ def test_large_forms_are_refused(browser: TestClient) -> None:
     assert response.status_code == 403 and "too large" in response.text
 
 
-def test_pages_survive_odd_listings(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pages_survive_odd_listings(store: Store) -> None:
     """Descriptions that are not strings, annotations that are not objects, hints that are strings."""
     from monitor.config import ServerConfig
 
@@ -416,7 +406,7 @@ def test_pages_survive_odd_listings(store: Store, monkeypatch: pytest.MonkeyPatc
     ]
     record(store, server_id, odd, T0)
     record(store, server_id, changed, T0 + timedelta(hours=1))
-    with TestClient(make_app(store, monkeypatch), headers=AUTH) as client:
+    with web_client(store) as client:
         for path in (
             "/",
             "/servers/odd",
@@ -457,7 +447,7 @@ def test_odd_requests_never_crash_a_page(client: TestClient, path: str) -> None:
 # --- the event loop --------------------------------------------------------------------------
 
 
-def test_no_database_statement_runs_on_the_event_loop(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_database_statement_runs_on_the_event_loop(world: World) -> None:
     """Handlers, dependencies and the exception handlers that render error pages reach the database
     only from the threadpool: a statement on the loop's own thread would stall every other request.
     Must hold for every page, a sign-in and a form post, API reads and writes, poll-now and errors."""
@@ -476,8 +466,8 @@ def test_no_database_statement_runs_on_the_event_loop(world: World, monkeypatch:
     engine = world.store.engine
     event.listen(engine, "before_cursor_execute", note_loop_statement)
     try:
-        app = make_app(world.store, monkeypatch, poll_now=poll_now)
-        with TestClient(app, follow_redirects=False) as browser:
+        app = make_app(world.store, poll_now=poll_now)
+        with web_client(app, auth=None, follow_redirects=False) as browser:
             sign_in(browser)
             token = csrf_of(browser.get("/alerts"))
             for path in [*page_paths(), "/servers/nope", "/?min_severity=huge"]:
@@ -486,7 +476,7 @@ def test_no_database_statement_runs_on_the_event_loop(world: World, monkeypatch:
             assert browser.post(f"/alerts/{open_alert(world)}/ack", data={}).status_code == 403
             done = browser.post(f"/alerts/{open_alert(world)}/ack", data={"csrf_token": token})
             assert done.status_code == 303
-        with TestClient(app, headers=AUTH) as api:
+        with web_client(app) as api:
             for path in ("/api/v1/servers", "/api/v1/changes", "/api/v1/alerts", "/api/v1/sessions"):
                 assert api.get(path).status_code == 200, path
             assert api.get("/metrics").status_code == 200

@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 from support import cli, record_poll, tool, webhook_secret
-from support.world import AUTH, make_app
+from support.web import AUTH, web_client
 
 from monitor.config import ServerConfig, WebhookConfig
 from monitor.core.findings import Severity
@@ -136,8 +136,8 @@ def test_silences_that_cannot_be_kept_are_refused(
 
 
 @pytest.fixture
-def client(muted_store: tuple[Store, int], monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    with TestClient(make_app(muted_store[0], monkeypatch), follow_redirects=False) as test_client:
+def client(muted_store: tuple[Store, int]) -> Iterator[TestClient]:
+    with web_client(muted_store[0], auth=None, follow_redirects=False) as test_client:
         yield test_client
 
 

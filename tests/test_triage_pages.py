@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 from support.incident import Incident, incident_policy, seed_incident
-from support.world import AUTH, make_app
+from support.web import web_client
 
 from monitor.core.states import AlertState
 from monitor.store import Store
@@ -26,10 +26,8 @@ def incident(engine: Engine) -> Incident:
 
 
 @pytest.fixture
-def client(incident: Incident, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    with TestClient(
-        make_app(incident.store, monkeypatch), headers=AUTH, follow_redirects=False
-    ) as test_client:
+def client(incident: Incident) -> Iterator[TestClient]:
+    with web_client(incident.store, follow_redirects=False) as test_client:
         yield test_client
 
 

@@ -25,6 +25,7 @@ from fastapi.testclient import TestClient
 from security.security_harness import app_routes, audit, form_csrf_token
 from sqlalchemy import select
 from support import faulty_http, server_command
+from support.web import TOKEN, TOKEN_ENV, make_app, web_client
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
@@ -33,13 +34,11 @@ from monitor.notify import silences
 from monitor.notify.alerts import Alerting
 from monitor.store import Store
 from monitor.store.models import Alert, Approval
-from monitor.webapp.app import CONTENT_SECURITY_POLICY, create_app
+from monitor.webapp.app import CONTENT_SECURITY_POLICY
 from monitor.webapp.context import SESSION_COOKIE
 from monitor.webapp.pages.csrf import CSRF_COOKIE
 from monitor.webapp.pages.refresh import REFRESH_COOKIE
 
-TOKEN_ENV = "SEC_DASHBOARD_TOKEN"
-TOKEN = "dashboard-token-51aa0c"
 SCRIPT = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(1)>'
 HIDDEN = "Reads files.\u202eexe.gnp\u202c zero\u200bwidth \U000e0041\U000e0042 tags"
@@ -82,8 +81,7 @@ class World:
 
 
 @pytest.fixture
-def world(store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+def world(store: Store, tmp_path: Path) -> Iterator[World]:
     tools_file = tmp_path / "tools.json"
     tools_file.write_text(json.dumps(hostile_tools(1)), encoding="utf-8")
     command, *args = server_command("fastmcp_server.py", str(tools_file))
@@ -112,8 +110,8 @@ def world(store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
             asyncio.run(polls())
         finally:
             poller.close()
-    app = create_app(store, config)
-    with TestClient(app) as client:
+    app = make_app(store, config, clock=None)
+    with web_client(app) as client:
         report = client.post(
             "/api/v1/sessions",
             json={
@@ -123,7 +121,6 @@ def world(store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
                 "connected_at": "2026-01-01T00:00:00Z",
                 "tools": hostile_tools(1),
             },
-            headers={"Authorization": f"Bearer {TOKEN}"},
         )
         assert report.status_code == 201, report.text
     with store.sessions() as session:
@@ -133,7 +130,7 @@ def world(store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
 
 
 def signed_in(app: FastAPI) -> TestClient:
-    client = TestClient(app, follow_redirects=False)
+    client = web_client(app, auth=None, follow_redirects=False)
     login = client.get("/login")
     response = client.post(
         "/login", data={"csrf_token": form_csrf_token(login.text), "token": TOKEN, "next": "/"}
@@ -225,20 +222,17 @@ def test_every_page_renders_hostile_text_inert_and_visible(world: World) -> None
 
 def fresh_csrf(app: FastAPI) -> str:
     """A valid CSRF token, as a page sets it in its cookie and its forms."""
-    response = TestClient(app).get("/login")
+    response = web_client(app, auth=None).get("/login")
     return response.cookies[CSRF_COOKIE]
 
 
-def other_key_csrf(store: Store, monkeypatch: pytest.MonkeyPatch) -> str:
+def other_key_csrf(store: Store) -> str:
     """A well-formed token signed by another deployment (another API token)."""
-    monkeypatch.setenv("SEC_OTHER_TOKEN", "a-different-token-entirely")
-    other = create_app(store, Config(monitor=MonitorSettings(api_token_env="SEC_OTHER_TOKEN")))
-    return TestClient(other).get("/login").cookies[CSRF_COOKIE]
+    other = web_client(store, token="a-different-token-entirely", clock=None, auth=None)
+    return other.get("/login").cookies[CSRF_COOKIE]
 
 
-def test_every_form_refuses_missing_wrong_and_cross_site_csrf(
-    world: World, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_every_form_refuses_missing_wrong_and_cross_site_csrf(world: World) -> None:
     """Every form route (the app's non-API POST routes), each sent without a CSRF token, with only
     the cookie or only the field, with two valid tokens that do not match, with a forged or a
     foreign-key token, and with a valid token but from another site (Sec-Fetch-Site: cross-site, or a
@@ -283,7 +277,7 @@ def test_every_form_refuses_missing_wrong_and_cross_site_csrf(
         "/silences": ("/silences", new_silence),
         "/silences/{silence_id}/expire": (f"/silences/{silence.id}/expire", {}),
     }
-    foreign = other_key_csrf(world.store, monkeypatch)
+    foreign = other_key_csrf(world.store)
     for form in forms:
         url, fields = urls[form]
         good = fresh_csrf(world.app)
@@ -336,7 +330,7 @@ def _post(
     field: str | None,
     headers: dict[str, str],
 ) -> Any:
-    client = TestClient(app, follow_redirects=False)
+    client = web_client(app, auth=None, follow_redirects=False)
     client.cookies.set(SESSION_COOKIE, session)
     if cookie is not None:
         client.cookies.set(CSRF_COOKIE, cookie)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from support import record_poll, tool
-from support.world import AUTH, make_app
+from support.web import web_client
 
 from monitor.config import ServerConfig
 from monitor.core.diff import diff_listings
@@ -35,13 +35,13 @@ def huge(kind: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def client(store: Store, monkeypatch: pytest.MonkeyPatch) -> TestClient:
+def client(store: Store) -> TestClient:
     server_id = sync_servers(
         store, [ServerConfig(name="big", transport="http", url="http://127.0.0.1:9/")], T0
     )["big"]
     record_poll(store, server_id, [huge("string")], T0)
     record_poll(store, server_id, [huge("integer")], T0 + timedelta(hours=1))
-    return TestClient(make_app(store, monkeypatch), headers=AUTH)
+    return web_client(store)
 
 
 @pytest.mark.parametrize("page", ["/servers/big/diff?from=1&to=2", "/servers/big/tools/bulk", "/servers/big"])
@@ -67,14 +67,14 @@ def test_a_definition_of_another_server_or_none_is_not_served(client: TestClient
     assert client.get("/servers/big/definitions/..%2F..%2Fetc").status_code == 404
 
 
-def test_the_overview_is_paged(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_overview_is_paged(store: Store) -> None:
     count = SERVERS_PER_PAGE * 2 + 7
     sync_servers(
         store,
         [ServerConfig(name=f"s{i:05d}", transport="http", url="http://127.0.0.1:9/") for i in range(count)],
         T0,
     )
-    client = TestClient(make_app(store, monkeypatch), headers=AUTH)
+    client = web_client(store)
     rows = []
     for page in (1, 2, 3):
         text = client.get(f"/?page={page}").text

@@ -13,14 +13,10 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from security.security_harness import api_operations, app_routes, fill_path
+from support.web import AUTH, TOKEN, make_app, web_client
 
-from monitor.config import Config, MonitorSettings
 from monitor.store import PollOutcome, Store
-from monitor.webapp.app import create_app
 
-TOKEN_ENV = "SEC_ROUTE_TOKEN"
-TOKEN = "route-token-6a1c29f0e4b7"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
 PUBLIC_API = {("get", "/healthz"), ("get", "/api/v1/healthz")}
 """Liveness, for load balancers: the only routes that answer without the token."""
 OPEN_PAGES = {("get", "/login"), ("post", "/login"), ("post", "/logout")}
@@ -39,18 +35,16 @@ WRONG = [
 
 
 @pytest.fixture
-def app(store: Store, monkeypatch: pytest.MonkeyPatch) -> FastAPI:
-    monkeypatch.setenv(TOKEN_ENV, TOKEN)
-
+def app(store: Store) -> FastAPI:
     async def poll_now(name: str) -> PollOutcome:
         raise AssertionError(f"polled {name} without the token")
 
-    return create_app(store, Config(monitor=MonitorSettings(api_token_env=TOKEN_ENV)), poll_now=poll_now)
+    return make_app(store, clock=None, poll_now=poll_now)
 
 
 @pytest.fixture
 def client(app: FastAPI) -> Iterator[TestClient]:
-    with TestClient(app, follow_redirects=False) as test_client:
+    with web_client(app, auth=None, follow_redirects=False) as test_client:
         yield test_client
 
 

@@ -20,6 +20,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from support import http_server, server_command
+from support.web import TOKEN_ENV, web_client
 
 from monitor.collect.client import Limits, PollError, Target, fetch_listing
 from monitor.collect.client import http as client_http
@@ -31,11 +32,7 @@ from monitor.core.hosts import HostPolicy, host_literal
 from monitor.service import _poll_now
 from monitor.store import Store
 from monitor.store.models import Server
-from monitor.webapp.app import create_app
 
-TOKEN_ENV = "SEC_REGISTRATION_TOKEN"
-TOKEN = "registration-token-93d1"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
 TOOLS = [{"name": "lookup", "description": "Look up.", "inputSchema": {"type": "object"}}]
 
 
@@ -47,17 +44,13 @@ def tools_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
-def make_client(
-    store: Store, monkeypatch: pytest.MonkeyPatch, allowed: list[str] | None = None, servers: Any = ()
-) -> TestClient:
-    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+def make_client(store: Store, allowed: list[str] | None = None, servers: Any = ()) -> TestClient:
     settings = MonitorSettings(api_token_env=TOKEN_ENV, allowed_server_hosts=allowed or [], poll_timeout=5.0)
     config = Config(monitor=settings, servers=list(servers))
     poller = Poller(store, config)
     scheduler = Scheduler(store, poller, config, "registration-test")
     scheduler.register(datetime.now(UTC))
-    app = create_app(store, config, poll_now=_poll_now(poller, scheduler))
-    return TestClient(app, headers=AUTH)
+    return web_client(store, config, clock=None, poll_now=_poll_now(poller, scheduler))
 
 
 def server_count(store: Store) -> int:
@@ -68,13 +61,13 @@ def server_count(store: Store) -> int:
 # --- stdio ---------------------------------------------------------------------------------------
 
 
-def test_stdio_servers_cannot_be_registered_over_http(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stdio_servers_cannot_be_registered_over_http(store: Store) -> None:
     """Every way to ask the API for a server that runs a command. Must hold: 422 (or 409 for taking a
     config-file stdio server's name), nothing registered, and no operation that could change an
     existing server's transport or command."""
     command, *args = server_command("hostile_server.py", "legacy-only")
     git = ServerConfig(name="git", transport="stdio", command=command, args=args)
-    with make_client(store, monkeypatch, servers=[git]) as client:
+    with make_client(store, servers=[git]) as client:
         before = server_count(store)
         for body in (
             {"name": "x", "transport": "stdio", "command": "/bin/sh"},
@@ -151,14 +144,12 @@ ALLOWED_BY_DEFAULT = [
 ]
 
 
-def test_default_policy_refuses_metadata_and_link_local_in_every_spelling(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_default_policy_refuses_metadata_and_link_local_in_every_spelling(store: Store) -> None:
     """With no allow-list configured. Must hold: each spelling of a link-local, metadata, "this
     host", multicast or reserved address (decimal, hex, octal, short forms, trailing dot, userinfo,
     IPv4-mapped IPv6, the metadata host names) is refused with 422 and a message that names the host
     and why; ordinary hosts (loopback, private, public names) are accepted."""
-    with make_client(store, monkeypatch) as client:
+    with make_client(store) as client:
         for i, url in enumerate(REFUSED_BY_DEFAULT):
             response = client.post("/api/v1/servers", json={"name": f"bad{i}", "url": url})
             assert response.status_code == 422, (url, response.status_code, response.text)
@@ -172,9 +163,7 @@ def test_default_policy_refuses_metadata_and_link_local_in_every_spelling(
     assert server_count(store) == len(ALLOWED_BY_DEFAULT)
 
 
-def test_a_configured_allow_list_is_all_the_api_may_register(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_configured_allow_list_is_all_the_api_may_register(store: Store) -> None:
     """allowed_server_hosts = 127.0.0.1, *.corp.example, 10.0.0.0/8, 169.254.10.0/24. Must hold:
     exactly the hosts it names (a wildcard covers subdomains only; a host name whose addresses are
     all inside a listed network counts) are accepted; everything else is refused with a message
@@ -198,7 +187,7 @@ def test_a_configured_allow_list_is_all_the_api_may_register(
         "http://169.254.169.254/",
         "https://mcp.example.com/mcp",
     ]
-    with make_client(store, monkeypatch, allowed) as client:
+    with make_client(store, allowed) as client:
         for i, url in enumerate(accepted):
             response = client.post("/api/v1/servers", json={"name": f"ok{i}", "url": url})
             assert response.status_code == 201, (url, response.text)
@@ -253,19 +242,17 @@ def connected(sock: socket.socket) -> bool:
     return True
 
 
-def test_a_registered_server_is_checked_again_at_every_connect(
-    store: Store, monkeypatch: pytest.MonkeyPatch, listener: socket.socket
-) -> None:
+def test_a_registered_server_is_checked_again_at_every_connect(store: Store, listener: socket.socket) -> None:
     """A server registered while its host was allowed, polled through POST /servers/{name}/poll
     after the allow-list changed (a restart with a narrower list). Must hold: the poll is one
     recorded `connect` error naming the host and allowed_server_hosts, and no connection was made."""
     port = listener.getsockname()[1]
-    with make_client(store, monkeypatch, ["127.0.0.1"]) as client:
+    with make_client(store, ["127.0.0.1"]) as client:
         created = client.post(
             "/api/v1/servers", json={"name": "moved", "url": f"http://localhost:{port}/mcp"}
         )
         assert created.status_code == 201, created.text
-    with make_client(store, monkeypatch, ["10.0.0.0/8"]) as client:
+    with make_client(store, ["10.0.0.0/8"]) as client:
         polled = client.post("/api/v1/servers/moved/poll").json()
     assert polled["ok"] is False and polled["error_kind"] == "connect", polled
     assert polled["error"] == "refused to connect: localhost (127.0.0.1) is not in allowed_server_hosts"

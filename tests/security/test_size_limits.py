@@ -16,24 +16,20 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from support import faulty_http, http_server, server_command, tool
+from support.web import AUTH, TOKEN, TOKEN_ENV, web_client
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.store import Store
 from monitor.store.models import PollAttempt, Snapshot, ToolDefinition
-from monitor.webapp.app import create_app
 
-TOKEN_ENV = "SEC_LIMITS_TOKEN"
-TOKEN = "limits-token-2f8e"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
 LIMIT = 64 * 1024
 
 
 @pytest.fixture
-def client(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
-    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+def client(store: Store) -> Iterator[TestClient]:
     config = Config(monitor=MonitorSettings(api_token_env=TOKEN_ENV, max_request_bytes=LIMIT))
-    with TestClient(create_app(store, config), follow_redirects=False) as test_client:
+    with web_client(store, config, clock=None, auth=None, follow_redirects=False) as test_client:
         yield test_client
 
 

@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import delete, select
 from support import record_poll, tool
-from support.world import AUTH, make_app
+from support.web import web_client
 
 from monitor.config import ServerConfig
 from monitor.core.findings import VALUE_KEPT
@@ -35,14 +35,14 @@ def bulk(kind: str, properties: int) -> dict[str, Any]:
     return tool("bulk", description="Bulk import.", input_schema=schema)
 
 
-def recorded(store: Store, monkeypatch: pytest.MonkeyPatch, properties: int) -> TestClient:
+def recorded(store: Store, properties: int) -> TestClient:
     """Two versions of one tool whose every property changed type, recorded as a poll records them."""
     server_id = sync_servers(
         store, [ServerConfig(name="s", transport="http", url="http://127.0.0.1:9/")], T0
     )["s"]
     record_poll(store, server_id, [bulk("string", properties)], T0)
     record_poll(store, server_id, [bulk("integer", properties)], T0 + timedelta(hours=1))
-    return TestClient(make_app(store, monkeypatch), headers=AUTH)
+    return web_client(store)
 
 
 def schema_finding_rows(store: Store, rows: list[dict[str, Any]], omitted: int) -> None:
@@ -55,10 +55,8 @@ def schema_finding_rows(store: Store, rows: list[dict[str, Any]], omitted: int) 
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_pages_show_the_schema_rows_the_finding_stored(
-    store: Store, monkeypatch: pytest.MonkeyPatch, page: str
-) -> None:
-    client = recorded(store, monkeypatch, 3)
+def test_pages_show_the_schema_rows_the_finding_stored(store: Store, page: str) -> None:
+    client = recorded(store, 3)
     stored = [{"path": "properties.stored_row_only", "op": "changed", "old": "was", "new": "is"}]
     schema_finding_rows(store, stored, 41_999)
     text = client.get(page).text
@@ -68,11 +66,9 @@ def test_pages_show_the_schema_rows_the_finding_stored(
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_without_findings_a_page_walks_only_as_far_as_it_shows(
-    store: Store, monkeypatch: pytest.MonkeyPatch, page: str
-) -> None:
+def test_without_findings_a_page_walks_only_as_far_as_it_shows(store: Store, page: str) -> None:
     """Findings pruned (or stored by a release that kept no rows): the first rows, and "more"."""
-    client = recorded(store, monkeypatch, 300)
+    client = recorded(store, 300)
     with store.sessions.begin() as session:
         session.execute(delete(FindingRecord))
     text = client.get(page).text
@@ -81,10 +77,8 @@ def test_without_findings_a_page_walks_only_as_far_as_it_shows(
     assert "More inputSchema changes not shown" in text
 
 
-def test_a_finding_keeps_a_marker_for_a_huge_old_or_new_value(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    client = recorded(store, monkeypatch, 20_000)
+def test_a_finding_keeps_a_marker_for_a_huge_old_or_new_value(store: Store) -> None:
+    client = recorded(store, 20_000)
     (finding,) = [
         f
         for f in client.get("/api/v1/changes", params={"server": "s"}).json()["items"]
@@ -103,8 +97,8 @@ def test_a_finding_keeps_a_marker_for_a_huge_old_or_new_value(
     assert len(finding["detail"]["schema_diff"]) == 500
 
 
-def test_small_old_and_new_values_are_kept_whole(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    client = recorded(store, monkeypatch, 3)
+def test_small_old_and_new_values_are_kept_whole(store: Store) -> None:
+    client = recorded(store, 3)
     items = client.get("/api/v1/changes", params={"server": "s"}).json()["items"]
     (finding,) = [f for f in items if f["rule"] == "input-schema-changed"]
     assert finding["old"] == bulk("string", 3)["inputSchema"]

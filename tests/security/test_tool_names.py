@@ -14,7 +14,7 @@ from urllib.parse import quote
 import pytest
 from fastapi.testclient import TestClient
 from support import record_poll, tool
-from support.world import AUTH, make_app
+from support.web import web_client
 
 from monitor.config import ServerConfig
 from monitor.store import Store
@@ -28,13 +28,13 @@ T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def client(store: Store, monkeypatch: pytest.MonkeyPatch) -> TestClient:
+def client(store: Store) -> TestClient:
     server_id = sync_servers(
         store, [ServerConfig(name="odd", transport="http", url="http://127.0.0.1:9/")], T0
     )["odd"]
     tools = [tool(name, description=f"marker-{index}-end") for index, name in enumerate(NAMES)]
     record_poll(store, server_id, tools, T0)
-    return TestClient(make_app(store, monkeypatch), headers=AUTH)
+    return web_client(store)
 
 
 def test_every_tool_link_on_the_server_page_opens_that_tools_page(client: TestClient) -> None:

@@ -1,6 +1,7 @@
 """What the tests (and the benchmarks) share: processes, servers, the fleet, `serve`, a webhook
-receiver, tool definitions and recorded polls. tests/conftest.py puts the tests folder on sys.path,
-so `from support import ...` works in every test module; no test module imports another."""
+receiver, tool definitions and recorded polls; the web app and its test client are `support.web`.
+tests/conftest.py puts the tests folder on sys.path, so `from support import ...` works in every
+test module; no test module imports another."""
 
 from support.databases import postgres_schema
 from support.fleet import Fleet, fleet, raw_fleet

@@ -1,4 +1,4 @@
-"""A small recorded history the API, page and browser tests share, and the app over it.
+"""A small recorded history the API, page and browser tests share (`support.web` builds the app over it).
 
 `populate` builds two servers, four versions of one of them with annotation, description, schema
 and hidden-text changes, a failing server, and alerts in every state.
@@ -10,26 +10,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
-from fastapi import FastAPI
 from sqlalchemy import select
 
-from monitor.config import Config, MonitorSettings, ServerConfig
+from monitor.config import ServerConfig
 from monitor.core.fingerprint import fingerprint
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Alert, AlertFinding, FindingRecord, WebhookDelivery
 from monitor.store.registration import sync_servers
-from monitor.webapp.app import create_app
 from support.polls import record_poll
 from support.tools import tool
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 NOW = T0 + timedelta(hours=5)
-"""The instant the history is looked at: the clock of the app over it (`make_app`)."""
+"""The instant the history is looked at: the clock of the app over it (`support.web.make_app`)."""
 QUERY = {"type": "object", "properties": {"q": {"type": "string"}}}
 """The input schema of the tools these servers list, unless a version changes it."""
-TOKEN = "test-token-7f3a"
-TOKEN_ENV = "DRIFT_MONITOR_TEST_API_TOKEN"
 
 HOSTILE_SCRIPT = "<script>alert(1)</script>"
 HOSTILE_IMG = '"><img src=x onerror=alert(1)>'
@@ -191,19 +186,3 @@ def populate(store: Store) -> World:
             )
         )
     return World(store, ids["search"], ids["files"], times, prints, alert_ids)
-
-
-def make_app(
-    store: Store, monkeypatch: pytest.MonkeyPatch, *, token: str | None = TOKEN, poll_now: Any = None
-) -> FastAPI:
-    if token is None:
-        monkeypatch.delenv(TOKEN_ENV, raising=False)
-    else:
-        monkeypatch.setenv(TOKEN_ENV, token)
-    config = Config(monitor=MonitorSettings(api_token_env=TOKEN_ENV), source="test")
-    app = create_app(store, config, poll_now=poll_now)
-    app.state.web.clock = lambda: NOW
-    return app
-
-
-AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -1,0 +1,125 @@
+"""The web app under test, built one way: `make_app` (what the browser tests serve and the
+benchmarks drive) and `web_client`, a FastAPI `TestClient` on it, signed in the way a test needs.
+
+The app reads its API token once, when it is built, from the environment variable its config names
+(`api_token_env`): `make_app` sets that variable only while it builds the app, so no test leaves it
+behind. Its clock stands at `NOW` unless a test gives another (`clock=None`: the wall clock).
+
+    with web_client(store) as client:                       # the API, with the bearer token
+    with web_client(store, auth=None, follow_redirects=False) as browser:   # has to sign in
+    with web_client(store, auth="session") as browser:      # a browser that signed in already
+    with web_client(store, token=None) as client:           # no token configured: read-only
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Literal, TypedDict, Unpack
+
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from monitor.config import Config, MonitorSettings
+from monitor.notify.alerts import Alerting
+from monitor.store import Store
+from monitor.webapp.app import create_app
+from monitor.webapp.context import SESSION_COOKIE, PollNow, session_cookie_value
+from support.world import NOW
+
+TOKEN = "test-token-7f3a"
+TOKEN_ENV = "DRIFT_MONITOR_TEST_API_TOKEN"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+"""The bearer header for `TOKEN`, for a request of a client that does not send it on every one."""
+
+Clock = datetime | Callable[[], datetime] | None
+"""The app's clock: an instant it stays at, a function it asks, or None for the wall clock."""
+Auth = Literal["bearer", "session"] | None
+"""How a client is signed in: the API token on every request (`bearer`), a dashboard session cookie
+as a browser holds after signing in (`session`), or not at all (None)."""
+
+
+class AppOptions(TypedDict, total=False):
+    """What `web_client` passes on to `make_app` when it builds the app."""
+
+    token: str | None
+    clock: Clock
+    poll_now: PollNow | None
+    alerting: Alerting | None
+
+
+def make_app(
+    store: Store,
+    config: Config | None = None,
+    *,
+    token: str | None = TOKEN,
+    clock: Clock = NOW,
+    poll_now: PollNow | None = None,
+    alerting: Alerting | None = None,
+) -> FastAPI:
+    """`create_app(store, config)` with `token` as its API token (None: no token configured).
+
+    `config` defaults to one with `api_token_env = TOKEN_ENV` and nothing else set; its
+    `api_token_env` names the variable the token is put in while the app is built. `poll_now`
+    serves POST /servers/{name}/poll and `alerting` is the policy a closed session resolves alerts
+    with (both as `create_app` takes them).
+    """
+    if config is None:
+        config = Config(monitor=MonitorSettings(api_token_env=TOKEN_ENV), source="test")
+    with environment(config.monitor.api_token_env, token):
+        app = create_app(store, config, poll_now=poll_now, alerting=alerting)
+    if isinstance(clock, datetime):
+        at = clock
+        app.state.web.clock = lambda: at
+    elif clock is not None:
+        app.state.web.clock = clock
+    return app
+
+
+def web_client(
+    app: FastAPI | Store,
+    config: Config | None = None,
+    *,
+    auth: Auth = "bearer",
+    follow_redirects: bool = True,
+    **options: Unpack[AppOptions],
+) -> TestClient:
+    """A TestClient of `app`, or of `make_app(store, config, **options)`, signed in as `auth` says.
+
+    Use it in a `with` block to run the app's lifespan (its shutdown writes the decisions still
+    waiting), or call it plainly for a few requests. The bearer header and the session cookie are
+    made from the app's own token.
+    """
+    if isinstance(app, FastAPI):
+        if config is not None or options:
+            raise TypeError("the app is built already: give a store to build it with a config or options")
+    else:
+        app = make_app(app, config, **options)
+    token = app.state.web.token
+    if auth is not None and token is None:
+        raise ValueError(f"auth={auth!r} needs an app with an API token")
+    headers = {"Authorization": f"Bearer {token}"} if auth == "bearer" else None
+    client = TestClient(app, headers=headers, follow_redirects=follow_redirects)
+    if auth == "session":
+        client.cookies.set(SESSION_COOKIE, session_cookie_value(app.state.web, time.time()))
+    return client
+
+
+@contextmanager
+def environment(name: str, value: str | None) -> Iterator[None]:
+    """The environment variable `name` set to `value` (None: unset) for the block, then as it was."""
+    before = os.environ.get(name)
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
