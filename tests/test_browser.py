@@ -1,23 +1,20 @@
 """The dashboard in real headless Chromium: sign in, read the overview, open a diff, acknowledge an alert.
 
 The app runs under uvicorn on 127.0.0.1 (a kernel-chosen port) in a thread of this process and is
-stopped at the end. Screenshots go to test-artifacts/ (git-ignored); with
+stopped at the end (`support.browser`). Screenshots go to test-artifacts/ (git-ignored); with
 DRIFT_MONITOR_UPDATE_SCREENSHOTS=1 the overview and a diff are also copied to docs/screenshots/.
 Skips when Playwright for Python or Chromium (Debian's, or $DRIFT_MONITOR_CHROMIUM) is missing.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.browser import CHROMIUM, browser_page, live_app, shoot, sign_in
 from support.tools import tool
 from support.web import TOKEN, make_app
 from support.world import QUERY, T0, World, populate, record
@@ -26,21 +23,7 @@ from monitor.config import ServerConfig
 from monitor.store import Store, make_engine, migrate
 from monitor.store.registration import sync_servers
 
-CHROMIUM = Path(os.environ.get("DRIFT_MONITOR_CHROMIUM", "/usr/bin/chromium"))  # Debian's package
-ROOT = Path(__file__).resolve().parent.parent
-ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
+pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"
 )
@@ -92,68 +75,29 @@ def add_fleet(store: Store) -> None:
 
 @pytest.fixture
 def live_server(tmp_path: Path) -> Iterator[tuple[str, World]]:
-    import uvicorn
-
     engine = make_engine(f"sqlite:///{tmp_path / 'browser.db'}")
     migrate(engine)
     store = Store(engine)
     world = populate(store)
     add_fleet(store)
-    app = make_app(store)
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(64)  # connections queue here until uvicorn accepts: no need to wait for it
-    port = listener.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, name="uvicorn", daemon=True)
-    thread.start()
     try:
-        yield f"http://127.0.0.1:{port}", world
+        with live_app(make_app(store)) as base:
+            yield base, world
     finally:
-        server.should_exit = True
-        thread.join(timeout=15)
-        listener.close()
         engine.dispose()
-    assert not thread.is_alive(), "uvicorn did not stop"
 
 
 @pytest.fixture
 def page(live_server: tuple[str, World]) -> Iterator[Any]:
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(viewport={"width": 1440, "height": 900}, base_url=live_server[0])
-            page = context.new_page()
-            page.set_default_timeout(15_000)
-            problems: list[str] = []
-            page.on(
-                "console", lambda message: problems.append(message.text) if message.type == "error" else None
-            )
-            page.on("pageerror", lambda error: problems.append(str(error)))
-            page.problems = problems
-            yield page
-        finally:
-            browser.close()
-
-
-def shoot(page: Any, name: str, *, publish: bool = False) -> Path:
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    if publish and os.environ.get("DRIFT_MONITOR_UPDATE_SCREENSHOTS") == "1":
-        target = ROOT / "docs" / "screenshots"
-        target.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target / f"{name}.png")
-    return path
+    with browser_page(live_server[0]) as page:
+        yield page
 
 
 def test_sign_in_overview_diff_and_acknowledge(page: Any, live_server: tuple[str, World]) -> None:
     base, world = live_server
     page.goto("/alerts")
     assert page.url.startswith(f"{base}/login?next=")
-    page.get_by_label("API token").fill(TOKEN)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{base}/alerts")
+    sign_in(page, TOKEN, "/alerts")  # on the page the redirect opened, which carries /alerts along
 
     page.goto("/")
     page.get_by_role("heading", name="Overview").wait_for()
@@ -206,10 +150,7 @@ def test_approve_a_version_from_the_diff_page(page: Any, live_server: tuple[str,
     """Signed in, a person approves v4 beside the findings of v1 -> v4: the read-only-revoked alert
     resolves, and the server page shows lookup allowed as in v4."""
     base, _ = live_server
-    page.goto("/login?next=/servers/search/diff%3Ffrom%3D1%26to%3D4")
-    page.get_by_label("API token").fill(TOKEN)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{base}/servers/search/diff?from=1&to=4")
+    sign_in(page, TOKEN, "/servers/search/diff?from=1&to=4")
     assert "also resolve the 1 open alert these changes raised" in page.content()
     page.get_by_label("Note").fill("the access-time update is intended")
     page.get_by_role("button", name="Approve every tool as in v4").click()

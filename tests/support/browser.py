@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urljoin, urlsplit
 
 from fastapi import FastAPI
 
@@ -81,10 +82,14 @@ def browser_page(base_url: str, viewport: dict[str, int] = DESKTOP) -> Iterator[
 
 
 def sign_in(page: Any, token: str, path: str = "/") -> None:
-    page.goto(f"/login?next={path}")
+    """Sign in with `token` and land on `path`: on the sign-in page the browser is at (where a page
+    that needs a sign-in sent it, carrying `path` along), else on /login?next=`path`."""
+    if urlsplit(page.url).path != "/login":
+        page.goto("/login?next=" + quote(path, safe="/"))
     page.get_by_label("API token").fill(token)
     page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"**{path}")
+    landing = urljoin(page.url, path)
+    page.wait_for_url(lambda url: url == landing)
 
 
 def overflows(page: Any) -> int:
