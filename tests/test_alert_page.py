@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
-from support import record_poll, tool, webhook_secret
+from support import read_only_flip, record_poll, webhook_secret
 from support.web import web_client
 from support.world import T0
 
@@ -28,11 +28,8 @@ from monitor.webapp.context import session_cookie_value
 SECRET_ENV = "TEST_ALERT_PAGE_SECRET"
 
 
-def listing(read_only: bool, description: str = "Purge a tenant.") -> list[dict[str, object]]:
-    return [
-        tool("purge_tenant", read_only=read_only, description=description),
-        tool("lookup", read_only=True),
-    ]
+def listing(read_only: bool) -> list[dict[str, object]]:
+    return read_only_flip(read_only, description="Purge a tenant.")
 
 
 @pytest.fixture

@@ -55,8 +55,8 @@ def test_diff_json_output(flip: tuple[Path, Path]) -> None:
 
 
 def test_fail_on_below_threshold_exits_zero(tmp_path: Path) -> None:
-    old = write(tmp_path / "a.json", [{"name": "t", "description": "a"}])
-    new = write(tmp_path / "b.json", [{"name": "t", "description": "b"}])
+    old = write(tmp_path / "a.json", [tool("t", description="a", input_schema=None)])
+    new = write(tmp_path / "b.json", [tool("t", description="b", input_schema=None)])
     assert run("diff", str(old), str(new), "--fail-on", "medium").returncode == 0
     assert run("diff", str(old), str(new), "--fail-on", "low").returncode == 1
 
@@ -106,8 +106,9 @@ def test_missing_file_and_bad_severity(tmp_path: Path) -> None:
 
 
 def test_hidden_characters_and_escapes_are_shown_not_emitted(tmp_path: Path) -> None:
-    old = write(tmp_path / "a.json", [{"name": "t", "description": "safe"}])
-    new = write(tmp_path / "b.json", [{"name": "t\x1b[2J", "description": "safe\u202e\x1b]0;pwned\x07"}])
+    old = write(tmp_path / "a.json", [tool("t", description="safe", input_schema=None)])
+    hostile = tool("t\x1b[2J", description="safe\u202e\x1b]0;pwned\x07", input_schema=None)
+    new = write(tmp_path / "b.json", [hostile])
     result = run("diff", str(old), str(new))
     assert result.returncode == 0
     assert "\x1b" not in result.stdout and "\u202e" not in result.stdout

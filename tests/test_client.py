@@ -16,7 +16,7 @@ import mcp_types
 import pytest
 from mcp.client import ClientSession, IncomingMessage
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from support import http_server, server_command
+from support import http_server, server_command, tool
 
 from monitor.collect.client import FetchedListing, Limits, PollError, Target, fetch_listing
 
@@ -28,33 +28,22 @@ HANDSHAKE, MODERN = "2025-11-25", "2026-07-28"
 SECRET = "Bearer s3cret-token-0123456789"
 
 TOOLS: list[dict[str, Any]] = [
-    {
-        "name": "read_file",
-        "title": "Read a file",
-        "description": "Reads a file. «ünïcode» ✓",
-        "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-        "annotations": {"readOnlyHint": True, "openWorldHint": False, "x-audience": "internal"},
-        "x-vendor": {"team": "storage", "weights": [1, 2.5, None]},
-        "_meta": {"com.example/revision": 7},
-    },
-    {
-        "name": "delete_file",
-        "inputSchema": {"type": "object"},
-        "annotations": {"destructiveHint": True, "futureHint": {"nested": None}},
-        "x-vendor": {"team": "storage"},
-    },
-    {
-        "name": "search",
-        "description": "",
-        "inputSchema": {"type": "object"},
-        "outputSchema": {"type": "object"},
-    },
-    {
-        "name": "ping",
-        "inputSchema": {"type": "object"},
-        "icons": [{"src": "data:,", "mimeType": "image/png"}],
-    },
-    {"name": "zeta", "inputSchema": {"type": "object", "additionalProperties": False}, "x-empty": {}},
+    tool(
+        "read_file",
+        title="Read a file",
+        description="Reads a file. «ünïcode» ✓",
+        input_schema={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        annotations={"readOnlyHint": True, "openWorldHint": False, "x-audience": "internal"},
+        **{"x-vendor": {"team": "storage", "weights": [1, 2.5, None]}, "_meta": {"com.example/revision": 7}},
+    ),
+    tool(
+        "delete_file",
+        annotations={"destructiveHint": True, "futureHint": {"nested": None}},
+        **{"x-vendor": {"team": "storage"}},
+    ),
+    tool("search", description="", outputSchema={"type": "object"}),
+    tool("ping", icons=[{"src": "data:,", "mimeType": "image/png"}]),
+    tool("zeta", input_schema={"type": "object", "additionalProperties": False}, **{"x-empty": {}}),
 ]
 """Five tools, so a page size of 2 spreads them over three pages."""
 

@@ -12,7 +12,17 @@ from typing import Any
 
 import httpx
 import pytest
-from support import WAIT, cli, free_port, http_server, migrate_config, serving, tool, wait_until
+from support import (
+    WAIT,
+    cli,
+    free_port,
+    http_server,
+    migrate_config,
+    read_only_flip,
+    serving,
+    tool,
+    wait_until,
+)
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
@@ -22,10 +32,10 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def tools(lookup_read_only: bool) -> list[dict[str, Any]]:
-    return [
-        tool("lookup", description="Look a customer up.", read_only=lookup_read_only, destructive=False),
-        tool("search", description="Search customers.", read_only=True),
-    ]
+    search = tool("search", description="Search customers.", read_only=True)
+    return read_only_flip(
+        lookup_read_only, "lookup", description="Look a customer up.", destructive=False, others=[search]
+    )
 
 
 def pre_tool_use(tool_name: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, MetaData, func, insert, inspect, select
+from support import tool
 from support.polls import record_poll, stored_tools
 
 from monitor.core.fingerprint import fingerprint, tool_fingerprint
@@ -37,10 +38,10 @@ def v1_tool(tool: dict[str, Any]) -> str:
     return hashlib.sha256(v1_form(tool).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-SEARCH = {"name": "search", "description": "Search.", "inputSchema": {"type": "object"}}
-SCALE_FLOAT = {"name": "scale", "inputSchema": {"type": "object", "maximum": 1.0, "big": 1e16}}
-SCALE_INT = {"name": "scale", "inputSchema": {"type": "object", "maximum": 1, "big": 10**16}}
-ECHO = {"name": "écho", "description": "Échos ☃", "annotations": {"readOnlyHint": True}}
+SEARCH = tool("search", description="Search.")
+SCALE_FLOAT = tool("scale", input_schema={"type": "object", "maximum": 1.0, "big": 1e16})
+SCALE_INT = tool("scale", input_schema={"type": "object", "maximum": 1, "big": 10**16})
+ECHO = tool("écho", description="Échos ☃", input_schema=None, read_only=True)
 V1 = [SEARCH, SCALE_FLOAT]
 V2 = [SEARCH, SCALE_INT]  # the same listing to JCS, a different one to the first release
 V3 = [SEARCH, SCALE_INT, ECHO]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event, select
 from sqlalchemy.orm import Session
-from support import record_poll, tool, webhook_secret
+from support import read_only_flip, record_poll, tool, webhook_secret
 
 from monitor.config import ServerConfig, WebhookConfig
 from monitor.core.findings import Severity
@@ -23,10 +23,7 @@ T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
 
 def listing(read_only: bool) -> list[dict[str, Any]]:
-    return [
-        tool("export", read_only=read_only, description="Export a report."),
-        tool("lookup", read_only=True),
-    ]
+    return read_only_flip(read_only, "export", description="Export a report.")
 
 
 class Flapper:

@@ -23,7 +23,7 @@ from monitor.store.registration import sync_servers
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
-NO_TYPE = {"name": "read_file", "description": "Read a file.", "inputSchema": {"properties": {"path": {}}}}
+NO_TYPE = tool("read_file", description="Read a file.", input_schema={"properties": {"path": {}}})
 """What server-filesystem 2025.3.28 sent: an inputSchema without `"type": "object"`."""
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine, inspect, select
-from support import WAIT, http_server, record_poll, tool, wait_until
+from support import WAIT, http_server, record_poll, versioned_listing, wait_until
 from support.polls import DiffReadsSeen, fetched_poll
 from support.releases import OlderRows
 
@@ -31,13 +31,6 @@ pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SECRET = "sekrit-token-4242"
-
-
-def tools(version: int = 1, *, read_only: bool = True) -> list[dict[str, Any]]:
-    return [
-        tool("search", description=f"Search v{version}.", annotations={"readOnlyHint": read_only}),
-        tool("delete", description="Delete.", annotations={"destructiveHint": True}),
-    ]
 
 
 def write_tools(path: Path, listed: list[dict[str, Any]]) -> str:
@@ -73,7 +66,10 @@ def test_a_version_keeps_its_digest_and_the_current_one_is_recalled(store: Store
         store, [ServerConfig(name=n, transport="http", url="http://127.0.0.1:9/") for n in "abc"], T0
     )
     a, b, c = ids["a"], ids["b"], ids["c"]
-    listing, changed = CanonicalListing.of(tools()), CanonicalListing.of(tools(version=2))
+    listing, changed = (
+        CanonicalListing.of(versioned_listing()),
+        CanonicalListing.of(versioned_listing(version=2)),
+    )
     text, other = hashlib.sha256(b"one").digest(), hashlib.sha256(b"two").digest()
     store.record(replace(fetched_poll(a, listing, T0), digest=text))
     store.record(fetched_poll(b, listing, T0))
@@ -96,7 +92,7 @@ async def test_a_polled_version_keeps_the_digest_of_its_text_unless_secrets_were
 ) -> None:
     """Two servers answering the same listing, which holds one of them's header value: that one's
     listing is redacted (so not the text the server sent) and its version keeps no digest."""
-    listed = tools()
+    listed = versioned_listing()
     listed[1]["description"] = f"Delete. Token {SECRET}."
     with http_server("fastmcp_server.py", write_tools(tmp_path / "tools.json", listed)) as url:
         plain = ServerConfig(name="plain", transport="http", url=url)
@@ -121,8 +117,8 @@ async def test_a_restarted_scheduler_does_not_index_an_unchanged_listing_again(
     it is down. The restarted instance's first polls: the unchanged server's is neither diffed
     before recording nor a new version; the changed one's is a new version with its findings."""
     same_file, moved_file = tmp_path / "same.json", tmp_path / "moved.json"
-    write_tools(same_file, tools())
-    write_tools(moved_file, tools())
+    write_tools(same_file, versioned_listing())
+    write_tools(moved_file, versioned_listing())
     with (
         http_server("fastmcp_server.py", str(same_file)) as same_url,
         http_server("fastmcp_server.py", str(moved_file)) as moved_url,
@@ -139,7 +135,7 @@ async def test_a_restarted_scheduler_does_not_index_an_unchanged_listing_again(
         finally:
             first.close()
         same, moved = (job.server_id for job in jobs)
-        await asyncio.to_thread(write_tools, moved_file, tools(read_only=False))
+        await asyncio.to_thread(write_tools, moved_file, versioned_listing(read_only=False))
 
         store = DiffReadsSeen(engine)
         poller = Poller(store, config)
@@ -179,7 +175,7 @@ async def test_a_recalled_digest_the_database_moved_past_costs_only_the_hand_bac
     instance records a different version. The poll sees the recalled text, so it takes the
     seen-again path (no diff before recording), and the group commit hands it back: it is
     recorded as the new version it is, with its findings."""
-    with http_server("fastmcp_server.py", write_tools(tmp_path / "tools.json", tools())) as url:
+    with http_server("fastmcp_server.py", write_tools(tmp_path / "tools.json", versioned_listing())) as url:
         config = config_of(ServerConfig(name="s", transport="http", url=url))
         first = Poller(store, config)
         try:
@@ -192,13 +188,15 @@ async def test_a_recalled_digest_the_database_moved_past_costs_only_the_hand_bac
         try:
             (job,) = poller.jobs()
             assert job.server_id in poller.indexed
-            record_poll(store, job.server_id, tools(version=3, read_only=False), datetime.now(UTC))
+            record_poll(
+                store, job.server_id, versioned_listing(version=3, read_only=False), datetime.now(UTC)
+            )
             (back,) = await poller.poll([job])
         finally:
             poller.close()
     assert counting.diff_reads == []
     assert back.new_version and back.version == 3
-    assert back.fingerprint == CanonicalListing.of(tools()).fingerprint
+    assert back.fingerprint == CanonicalListing.of(versioned_listing()).fingerprint
     assert {"read-only-claimed", "description-changed"} <= {f.rule for f in back.findings}, back.findings
 
 
@@ -210,7 +208,7 @@ def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) 
     engine = make_engine(database_url)
     try:
         migrate(engine, "0015")
-        listing = CanonicalListing.of(tools())
+        listing = CanonicalListing.of(versioned_listing())
         server_id = fill_as_0015(engine, listing)
         migrate(engine)
         store = Store(engine)

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from support import tool
+
 from monitor.core.diff import diff_listings
 from monitor.store.queries import ToolChangeView
 from monitor.webapp.pages.diffview import tool_diff_view
 
 
 def purge(**annotations: Any) -> dict[str, Any]:
-    definition: dict[str, Any] = {"name": "purge", "description": "Purge.", "inputSchema": {"type": "object"}}
-    if annotations:
-        definition["annotations"] = annotations
-    return definition
+    return tool("purge", description="Purge.", annotations=annotations or None)
 
 
 def test_annotations_first_declared_beside_high_findings_say_nothing_contradictory() -> None:

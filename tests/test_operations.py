@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import Process, cli, migrate_config, refused_url, tool
+from support import Process, cli, migrate_config, numbered_tools, refused_url, tool
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
@@ -43,7 +43,7 @@ def test_diff_reads_stdin(tmp_path: Path) -> None:
 
 
 def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
-    tools = [tool(f"t{i}", read_only=True, description="x" * 200) for i in range(3000)]
+    tools = numbered_tools(3000, "t{}", read_only=True, description="x" * 200)
     (tmp_path / "old.json").write_text(json.dumps(tools), encoding="utf-8")
     for item in tools:
         item["annotations"]["readOnlyHint"] = False

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine, func, select
-from support import record_poll, tool
+from support import read_only_flip, record_poll, tool
 
 from monitor.cli import main
 from monitor.config import ServerConfig
@@ -69,10 +69,8 @@ def history(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def tools(read_only: bool) -> list[dict[str, Any]]:
-    return [
-        tool("search", description="Search.", read_only=read_only),
-        tool("fetch", description="Fetch.", read_only=True),
-    ]
+    fetch = tool("fetch", description="Fetch.", read_only=True)
+    return read_only_flip(read_only, "search", description="Search.", others=[fetch])
 
 
 @dataclass

@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 import pytest
+import support
 
 from monitor.core.diff import diff_listings
 from monitor.core.listing import effective_hints
@@ -13,7 +14,8 @@ from monitor.core.rules import CATALOG, TOOL_RULES, Finding, Severity
 
 
 def tool(name: str = "t", **fields: Any) -> dict[str, Any]:
-    return {"name": name, "inputSchema": {"type": "object"}, **fields}
+    """A tool named `t` unless said otherwise; `fields` as `support.tool` takes them, or raw."""
+    return support.tool(name, **fields)
 
 
 def ann(**hints: Any) -> dict[str, Any]:

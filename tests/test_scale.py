@@ -28,7 +28,7 @@ from support import (
     fleet,
     http_server_command,
     migrate_config,
-    tool,
+    read_only_flip,
     wait_until,
     webhook_secret,
 )
@@ -46,10 +46,7 @@ WAIT = 120.0
 
 
 def tools(read_only: bool) -> list[dict[str, Any]]:
-    return [
-        tool("purge_tenant", description="Remove a tenant's records.", read_only=read_only),
-        tool("lookup", read_only=True),
-    ]
+    return read_only_flip(read_only, description="Remove a tenant's records.")
 
 
 def skip_unless_postgresql(database_url: str) -> None:

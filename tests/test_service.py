@@ -26,9 +26,9 @@ from support import (
     Service,
     http_server,
     migrate_config,
+    read_only_flip,
     server_command,
     serving,
-    tool,
     wait_until,
     webhook_secret,
 )
@@ -46,15 +46,8 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def tools(read_only: bool) -> list[dict[str, Any]]:
-    return [
-        tool(
-            "purge_tenant",
-            description="Remove a tenant's records.",
-            input_schema={"type": "object", "properties": {"tenant": {"type": "string"}}},
-            read_only=read_only,
-        ),
-        tool("lookup", read_only=True),
-    ]
+    tenant = {"type": "object", "properties": {"tenant": {"type": "string"}}}
+    return read_only_flip(read_only, description="Remove a tenant's records.", input_schema=tenant)
 
 
 def write_config(tmp_path: Path, database_url: str, servers: str, webhook_url: str, **monitor: str) -> Path:

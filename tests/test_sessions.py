@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from sqlalchemy import select
-from support import record_poll, tool
+from support import read_only_flip, record_poll
 
 from monitor.config import ServerConfig, WebhookConfig
 from monitor.core.findings import Severity
@@ -28,10 +27,6 @@ from monitor.store.registration import sync_servers
 
 T0 = datetime(2026, 1, 1, 14, 0, tzinfo=UTC)
 GRACE = timedelta(minutes=5)
-
-
-def tools(read_only: bool) -> list[dict[str, Any]]:
-    return [tool("purge_tenant", read_only=read_only), tool("lookup", read_only=True)]
 
 
 def check(store: Store, alerting: Alerting, now: datetime, max_age: timedelta = timedelta(hours=8)) -> None:
@@ -60,7 +55,7 @@ def test_stale_session_raises_the_worst_missed_change_and_resolves_on_catch_up(
     setup: tuple[Store, Alerting, int],
 ) -> None:
     store, alerting, server_id = setup
-    record_poll(store, server_id, tools(read_only=True), T0)
+    record_poll(store, server_id, read_only_flip(True), T0)
     with store.sessions.begin() as session:
         register_session(
             session,
@@ -69,10 +64,10 @@ def test_stale_session_raises_the_worst_missed_change_and_resolves_on_catch_up(
             client="gateway",
             connected_at=T0,
             fingerprint=None,
-            tools=tools(read_only=True),
+            tools=read_only_flip(True),
             now=T0,
         )
-    record_poll(store, server_id, tools(read_only=False), T0 + timedelta(minutes=1))
+    record_poll(store, server_id, read_only_flip(False), T0 + timedelta(minutes=1))
 
     check(store, alerting, T0 + timedelta(minutes=3))
     assert [a.rule for a in open_alerts(store)] == [], "within the grace period"
@@ -94,7 +89,7 @@ def test_stale_session_raises_the_worst_missed_change_and_resolves_on_catch_up(
             session,
             server="git",
             session_id="s-1",
-            fingerprint=fingerprint(tools(read_only=False)),
+            fingerprint=fingerprint(read_only_flip(False)),
             tools=None,
             now=T0 + timedelta(minutes=9),
         )
@@ -106,7 +101,7 @@ def test_stale_session_raises_the_worst_missed_change_and_resolves_on_catch_up(
 
 def test_unknown_listing_long_lived_close_and_expiry(setup: tuple[Store, Alerting, int]) -> None:
     store, alerting, server_id = setup
-    record_poll(store, server_id, tools(read_only=True), T0)
+    record_poll(store, server_id, read_only_flip(True), T0)
     with store.sessions.begin() as session:
         register_session(
             session,
@@ -135,7 +130,7 @@ def test_unknown_listing_long_lived_close_and_expiry(setup: tuple[Store, Alertin
             session_id="quiet",
             client=None,
             connected_at=T0,
-            fingerprint=fingerprint(tools(read_only=True)),
+            fingerprint=fingerprint(read_only_flip(True)),
             tools=None,
             now=T0,
         )
@@ -217,7 +212,7 @@ def alerted(store: Store, monkeypatch: pytest.MonkeyPatch) -> tuple[Store, Alert
     server_id = sync_servers(
         store, [ServerConfig(name="git", transport="http", url="http://127.0.0.1:9/")], T0
     )["git"]
-    record_poll(store, server_id, tools(read_only=True), T0)
+    record_poll(store, server_id, read_only_flip(True), T0)
     with store.sessions.begin() as session:
         register_session(
             session,
@@ -226,10 +221,10 @@ def alerted(store: Store, monkeypatch: pytest.MonkeyPatch) -> tuple[Store, Alert
             client="gateway",
             connected_at=T0,
             fingerprint=None,
-            tools=tools(read_only=True),
+            tools=read_only_flip(True),
             now=T0,
         )
-    record_poll(store, server_id, tools(read_only=False), T0 + timedelta(minutes=1))
+    record_poll(store, server_id, read_only_flip(False), T0 + timedelta(minutes=1))
     return store, alerting, server_id
 
 
@@ -261,7 +256,7 @@ def test_a_condition_that_clears_for_less_than_a_full_check_keeps_its_alert(
             session,
             server="git",
             session_id="s-1",
-            fingerprint=fingerprint(tools(read_only=False)),
+            fingerprint=fingerprint(read_only_flip(False)),
             tools=None,
             now=T0 + timedelta(minutes=7, seconds=5),
         )
@@ -269,7 +264,7 @@ def test_a_condition_that_clears_for_less_than_a_full_check_keeps_its_alert(
     with store.sessions.begin() as session:
         host = session.scalars(select(HostSession)).one()
         # The report was wrong (a reporter racing its own refresh): it held the old listing all along.
-        host.fingerprint, host.fingerprint_since = fingerprint(tools(read_only=True)), T0
+        host.fingerprint, host.fingerprint_since = fingerprint(read_only_flip(True)), T0
     check(store, alerting, T0 + timedelta(minutes=7, seconds=30))
     (again,) = open_alerts(store)
     assert again.id == first.id and again.clear_since is None
@@ -283,7 +278,7 @@ def test_a_condition_below_the_alert_threshold_is_stored_once_not_at_every_check
     server_id = sync_servers(
         store, [ServerConfig(name="git", transport="http", url="http://127.0.0.1:9/")], T0
     )["git"]
-    record_poll(store, server_id, tools(read_only=True), T0)
+    record_poll(store, server_id, read_only_flip(True), T0)
     with store.sessions.begin() as session:
         register_session(
             session,
@@ -291,7 +286,7 @@ def test_a_condition_below_the_alert_threshold_is_stored_once_not_at_every_check
             session_id="old",
             client=None,
             connected_at=T0 - timedelta(hours=9),
-            fingerprint=fingerprint(tools(read_only=True)),
+            fingerprint=fingerprint(read_only_flip(True)),
             tools=None,
             now=T0,
         )

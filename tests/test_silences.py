@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
-from support import cli, record_poll, tool, webhook_secret
+from support import cli, read_only_flip, record_poll, webhook_secret
 from support.web import AUTH, web_client
 
 from monitor.config import ServerConfig, WebhookConfig
@@ -31,7 +31,7 @@ T0 = datetime(2026, 11, 4, 10, 0, tzinfo=UTC)
 
 
 def listing(read_only: bool) -> list[dict[str, Any]]:
-    return [tool("export", read_only=read_only, description="Export."), tool("lookup", read_only=True)]
+    return read_only_flip(read_only, "export", description="Export.")
 
 
 @pytest.fixture

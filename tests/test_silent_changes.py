@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session
-from support import record_poll, tool
+from support import read_only_flip, record_poll
 
 from monitor.config import ServerConfig
 from monitor.notify.alerts import Alerting
@@ -23,7 +23,7 @@ T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
 def listing(read_only: bool) -> list[dict[str, object]]:
-    return [tool("purge_tenant", read_only=read_only, description="Purge a tenant.")]
+    return read_only_flip(read_only, description="Purge a tenant.", others=[])
 
 
 def watched(engine: Engine, server_id: int, since: datetime | None) -> None:

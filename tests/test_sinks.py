@@ -29,10 +29,8 @@ BASE_URL = "http://127.0.0.1:8000"
 
 
 def tools(read_only: bool) -> list[dict[str, Any]]:
-    return [
-        support.tool("purge_tenant", read_only=read_only, description="Purges a tenant."),
-        support.tool("search", read_only=True, description="Searches."),
-    ]
+    search = support.tool("search", read_only=True, description="Searches.")
+    return support.read_only_flip(read_only, description="Purges a tenant.", others=[search])
 
 
 class Flip:

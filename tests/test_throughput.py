@@ -16,7 +16,7 @@ import httpx2
 import pytest
 from sqlalchemy import Engine, event, func, select
 from sqlalchemy.orm import Session
-from support import WAIT, http_server, raw_fleet, record_poll, tool, wait_until
+from support import WAIT, http_server, raw_fleet, record_poll, versioned_listing, wait_until
 from support.polls import fetched_poll
 from support.releases import OlderRows
 
@@ -43,16 +43,9 @@ pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def tools(version: int = 1) -> list[dict[str, Any]]:
-    return [
-        tool("search", description=f"Search v{version}.", annotations={"readOnlyHint": True}),
-        tool("delete", description="Delete.", annotations={"destructiveHint": True}),
-    ]
-
-
 def tools_file(tmp_path: Path) -> str:
     path = tmp_path / "tools.json"
-    path.write_text(json.dumps(tools()))
+    path.write_text(json.dumps(versioned_listing()))
     return str(path)
 
 
@@ -74,13 +67,13 @@ def test_unchanged_polls_commit_together_and_changed_ones_are_left_out(store: St
     transaction (spans grow, compact marks written, server state updated); the one whose listing
     changed, and one of a server without a version yet, come back as None, untouched."""
     ids = register(store, 21)
-    listing = CanonicalListing.of(tools())
+    listing = CanonicalListing.of(versioned_listing())
     for server_id in ids[:20]:
-        record_poll(store, server_id, tools(), T0)
+        record_poll(store, server_id, versioned_listing(), T0)
     commits: list[int] = []
     event.listen(engine, "commit", lambda _: commits.append(1))
     at = T0 + timedelta(minutes=1)
-    changed = CanonicalListing.of(tools(version=2))
+    changed = CanonicalListing.of(versioned_listing(version=2))
     polls = [fetched_poll(sid, changed if sid == ids[7] else listing, at) for sid in ids]
     outcomes = record_unchanged(store, polls)
     assert len(commits) == 1, "one transaction for the whole batch"
@@ -105,7 +98,7 @@ def test_a_batch_of_mixed_servers_keeps_each_ones_view_span_and_alerts(engine: E
     polled without a profile. One commit; every span, state and alert as if recorded one by one."""
     store = Store(engine, attempts_kept=5, unreachable_after=1, hooks=[Alerting(base_url="http://127.0.0.1")])
     ids = register(store, 5)
-    listing = CanonicalListing.of(tools())
+    listing = CanonicalListing.of(versioned_listing())
     first = DEFAULT_PROFILE
     for server_id in ids:
         store.record(replace(fetched_poll(server_id, listing, T0), client=first))
@@ -190,9 +183,9 @@ def test_an_unchanged_poll_adds_under_64_bytes_from_the_first_poll_on(tmp_path: 
         migrate(engine)
         store = Store(engine, attempts_kept=100)
         ids = register(store, 200)
-        listing = CanonicalListing.of(tools())
+        listing = CanonicalListing.of(versioned_listing())
         for server_id in ids:
-            record_poll(store, server_id, tools(), T0)
+            record_poll(store, server_id, versioned_listing(), T0)
 
         def size() -> int:
             with engine.connect() as connection:
@@ -227,7 +220,7 @@ def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) 
         store = Store(engine, attempts_kept=5)
         server_id = store.server_id("old")
         assert server_id is not None
-        record_poll(store, server_id, tools(), T0 + timedelta(minutes=1))
+        record_poll(store, server_id, versioned_listing(), T0 + timedelta(minutes=1))
         with store.sessions() as session:
             assert session.scalar(select(func.count()).select_from(Server)) == 1
             assert session.scalar(select(Snapshot.poll_count)) == 2
@@ -249,7 +242,7 @@ def fill_like_the_previous_release(engine: Engine) -> None:
     with engine.begin() as connection:
         rows = OlderRows(connection, *TABLES_0003)
         server_id = rows.server("old", T0)
-        snapshot_id = rows.version(server_id, CanonicalListing.of(tools()), T0)
+        snapshot_id = rows.version(server_id, CanonicalListing.of(versioned_listing()), T0)
         for seconds in (0, 30):
             at = T0 + timedelta(seconds=seconds)
             rows.insert(
@@ -389,17 +382,20 @@ async def test_a_listing_seen_again_keeps_its_fingerprint_and_a_changed_one_is_i
             (job,) = poller.jobs()
             first = await poller.poll_one(job)
             again = await poller.poll_one(job)
-            record_poll(store, job.server_id, tools(version=3), datetime.now(UTC))
+            record_poll(store, job.server_id, versioned_listing(version=3), datetime.now(UTC))
             back = await poller.poll_one(job)
-            await asyncio.to_thread(path.write_text, json.dumps(tools(version=2)))
+            await asyncio.to_thread(path.write_text, json.dumps(versioned_listing(version=2)))
             changed = await poller.poll_one(job)
         finally:
             poller.close()
-    expected = CanonicalListing.of(tools())
+    expected = CanonicalListing.of(versioned_listing())
     assert first.new_version and first.fingerprint == expected.fingerprint
     assert not again.new_version and again.fingerprint == expected.fingerprint and again.tool_count == 2
     assert back.new_version and back.fingerprint == expected.fingerprint and back.version == 3
-    assert changed.new_version and changed.fingerprint == CanonicalListing.of(tools(version=2)).fingerprint
+    assert (
+        changed.new_version
+        and changed.fingerprint == CanonicalListing.of(versioned_listing(version=2)).fingerprint
+    )
     with store.sessions() as session:
         versions = session.scalars(
             select(Snapshot.version).where(Snapshot.server_id == job.server_id).order_by(Snapshot.version)

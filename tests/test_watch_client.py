@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
-from support import child_processes, http_server, http_server_process, server_command
+from support import child_processes, http_server, http_server_process, numbered_tools, server_command
 
 import monitor.collect.client.watch
 from monitor.collect.client import Limits, PollError, Target, fetch_listing, watch_list_changed
@@ -41,13 +41,9 @@ ERAS = ["handshake", "modern"]
 TRANSPORTS = ["stdio", "http"]
 
 
-def tools(count: int) -> list[dict[str, Any]]:
-    return [{"name": f"tool_{n}", "inputSchema": {"type": "object"}} for n in range(count)]
-
-
 def edit(path: Path, count: int) -> float:
     """Rewrite the tools file with `count` tools (a new size, so the server sees it); returns when."""
-    path.write_text(json.dumps(tools(count)), encoding="utf-8")
+    path.write_text(json.dumps(numbered_tools(count)), encoding="utf-8")
     return time.perf_counter()
 
 
@@ -58,7 +54,7 @@ pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 @pytest.fixture
 def tools_file(tmp_path: Path) -> Path:
     path = tmp_path / "tools.json"
-    path.write_text(json.dumps(tools(1)), encoding="utf-8")
+    path.write_text(json.dumps(numbered_tools(1)), encoding="utf-8")
     return path
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event, func, select
 from sqlalchemy.exc import OperationalError
-from support import free_port, http_server, poll_history, tool
+from support import free_port, http_server, numbered_tools, poll_history
 
 from monitor.collect import scheduler as scheduler_module
 from monitor.collect.poller import Job, Poller
@@ -40,8 +40,8 @@ WAIT = 60.0
 """Upper bound on any one wait for the system to do something; each wait ends at the event."""
 
 
-def tools(description: str, count: int = 3) -> list[dict[str, Any]]:
-    return [tool(f"tool{i}", description=description, read_only=True) for i in range(count)]
+def tools(description: str) -> list[dict[str, Any]]:
+    return numbered_tools(3, "tool{}", description=description, read_only=True)
 
 
 class Watched(Poller):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from support import http_server
+from support import http_server, numbered_tools
 
 from monitor.collect.client import Limits, PollError, Target, fetch_listing
 from monitor.collect.client.http import json_size
@@ -65,10 +65,7 @@ def test_an_answer_over_the_limit_is_measured_and_refused_before_the_sdk_parses_
         target = Target(name="huge", transport="http", url=url)
         with pytest.raises(PollError) as raised:
             asyncio.run(fetch_listing(target, Limits(timeout=120, max_bytes=2_000_000)))
-    tools = [
-        {"name": f"big{i}", "description": "x" * 10_000, "inputSchema": {"type": "object"}}
-        for i in range(300)
-    ]
+    tools = numbered_tools(300, "big{}", description="x" * 10_000)
     size = json_size({"tools": tools})
     assert (raised.value.kind, raised.value.message) == (
         "limit",

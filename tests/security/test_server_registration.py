@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
-from support import http_server, server_command
+from support import http_server, server_command, tool
 from support.web import TOKEN_ENV, web_client
 
 from monitor.collect.client import Limits, PollError, Target, fetch_listing
@@ -33,7 +33,7 @@ from monitor.service import _poll_now
 from monitor.store import Store
 from monitor.store.models import Server
 
-TOOLS = [{"name": "lookup", "description": "Look up.", "inputSchema": {"type": "object"}}]
+TOOLS = [tool("lookup", description="Look up.")]
 
 
 @pytest.fixture(scope="module")

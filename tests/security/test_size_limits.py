@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
-from support import faulty_http, http_server, server_command, tool
+from support import faulty_http, http_server, numbered_tools, server_command
 from support.web import AUTH, TOKEN, TOKEN_ENV, web_client
 
 from monitor.collect.poller import Poller
@@ -34,7 +34,7 @@ def client(store: Store) -> Iterator[TestClient]:
 
 
 def session_report(tool_count: int) -> dict[str, object]:
-    tools = [tool(f"t{i}", description="d" * 200) for i in range(tool_count)]
+    tools = numbered_tools(tool_count, "t{}", description="d" * 200)
     return {"server": "s", "session_id": "a", "connected_at": "2026-03-01T12:00:00Z", "tools": tools}
 
 
@@ -90,7 +90,7 @@ def test_dashboard_forms_have_their_own_smaller_cap(client: TestClient) -> None:
 def big_listing_file(tmp_path: Path) -> Path:
     path = tmp_path / "tools.json"
     path.write_text(
-        json.dumps([tool(f"tool{i}") for i in range(12)]),
+        json.dumps(numbered_tools(12, "tool{}")),
         encoding="utf-8",
     )
     return path

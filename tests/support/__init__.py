@@ -21,7 +21,7 @@ from support.servers import (
     server_command,
 )
 from support.service import Service, cli, migrate_config, serving
-from support.tools import tool
+from support.tools import numbered_tools, read_only_flip, tool, versioned_listing
 
 __all__ = [
     "SERVERS",
@@ -45,9 +45,11 @@ __all__ = [
     "http_server_process",
     "migrate_config",
     "no_leaked_children",
+    "numbered_tools",
     "poll_history",
     "postgres_schema",
     "raw_fleet",
+    "read_only_flip",
     "record_poll",
     "refused_url",
     "server_command",
@@ -55,6 +57,7 @@ __all__ = [
     "stored_tools",
     "tool",
     "verify",
+    "versioned_listing",
     "wait_until",
     "webhook_secret",
 ]
