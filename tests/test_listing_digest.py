@@ -12,19 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, inspect, select
+from sqlalchemy import Engine, select
 from support import WAIT, http_server, record_poll, versioned_listing, wait_until
-from support.polls import DiffReadsSeen, fetched_poll
-from support.releases import OlderRows
+from support.polls import DiffReadsSeen, fetched_poll, version_digests
 
 from monitor.collect.poller import Poller
 from monitor.collect.scheduler import Scheduler
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.core.fingerprint import CanonicalListing
-from monitor.store import Store, current_revision, downgrade, make_engine, migrate
+from monitor.store import Store
 from monitor.store.batch import record_unchanged
 from monitor.store.digests import current_digests
-from monitor.store.models import Alert, FindingRecord, PollAttempt, Server, Snapshot
+from monitor.store.models import FindingRecord, Snapshot
 from monitor.store.registration import sync_servers
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
@@ -36,18 +35,6 @@ SECRET = "sekrit-token-4242"
 def write_tools(path: Path, listed: list[dict[str, Any]]) -> str:
     path.write_text(json.dumps(listed))
     return str(path)
-
-
-def digests(store: Store, server_id: int) -> list[bytes | None]:
-    """The server's versions' digests, oldest first."""
-    with store.sessions() as session:
-        return list(
-            session.scalars(
-                select(Snapshot.listing_digest)
-                .where(Snapshot.server_id == server_id)
-                .order_by(Snapshot.version)
-            )
-        )
 
 
 def config_of(*servers: ServerConfig, interval: float = 60) -> Config:
@@ -74,16 +61,16 @@ def test_a_version_keeps_its_digest_and_the_current_one_is_recalled(store: Store
     store.record(replace(fetched_poll(a, listing, T0), digest=text))
     store.record(fetched_poll(b, listing, T0))
     store.record(replace(fetched_poll(c, listing, T0), digest=text))
-    assert digests(store, a) == [text] and digests(store, b) == [None]
+    assert version_digests(store, a) == [text] and version_digests(store, b) == [None]
     assert current_digests(store.sessions) == {a: (text, listing.fingerprint), c: (text, listing.fingerprint)}
 
     at = T0 + timedelta(minutes=1)
     polls = [replace(fetched_poll(sid, listing, at), digest=other) for sid in (a, b)]
     assert all(record_unchanged(store, polls))
     store.record(fetched_poll(c, changed, at))
-    assert digests(store, a) == [text], "a version keeps the first text it was seen as"
-    assert digests(store, b) == [other], "a version stored without a digest takes the next poll's"
-    assert digests(store, c) == [text, None]
+    assert version_digests(store, a) == [text], "a version keeps the first text it was seen as"
+    assert version_digests(store, b) == [other], "a version stored without a digest takes the next poll's"
+    assert version_digests(store, c) == [text, None]
     assert current_digests(store.sessions, [a, c]) == {a: (text, listing.fingerprint)}
 
 
@@ -104,7 +91,7 @@ async def test_a_polled_version_keeps_the_digest_of_its_text_unless_secrets_were
         finally:
             poller.close()
     assert all(o.ok and o.new_version for o in outcomes), outcomes
-    kept, redacted = (digests(store, job.server_id) for job in jobs)
+    kept, redacted = (version_digests(store, job.server_id) for job in jobs)
     assert redacted == [None]
     assert kept == [poller.indexed[jobs[0].server_id][0]] and len(kept[0] or b"") == 32
     assert jobs[1].server_id not in poller.indexed
@@ -157,7 +144,7 @@ async def test_a_restarted_scheduler_does_not_index_an_unchanged_listing_again(
             )
         ).all()
     assert revoked == ["read-only-revoked"]
-    assert len(digests(store, same)) == 1 and all(digests(store, moved))
+    assert len(version_digests(store, same)) == 1 and all(version_digests(store, moved))
 
 
 def polls_of(store: Store) -> list[int]:
@@ -198,77 +185,3 @@ async def test_a_recalled_digest_the_database_moved_past_costs_only_the_hand_bac
     assert back.new_version and back.version == 3
     assert back.fingerprint == CanonicalListing.of(versioned_listing()).fingerprint
     assert {"read-only-claimed", "description-changed"} <= {f.rule for f in back.findings}, back.findings
-
-
-def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) -> None:
-    """A database at 0015 with a server and its version upgrades to 0016: the version has no digest
-    (nothing is recalled for it) until a poll of its listing gives it one; only the server with an
-    open `listing-flapping` alert is marked as possibly having one; down and up again keeps every
-    row."""
-    engine = make_engine(database_url)
-    try:
-        migrate(engine, "0015")
-        listing = CanonicalListing.of(versioned_listing())
-        server_id = fill_as_0015(engine, listing)
-        migrate(engine)
-        store = Store(engine)
-        with store.sessions() as session:
-            marked = dict(session.execute(select(Server.name, Server.flapping_alert_possible)).all())
-        assert marked == {"old": False, "flapping": True, "settled": False}
-        assert digests(store, server_id) == [None] and current_digests(store.sessions) == {}
-        text = hashlib.sha256(b"listing text").digest()
-        (outcome,) = record_unchanged(store, [replace(fetched_poll(server_id, listing, T0), digest=text)])
-        assert outcome is not None and outcome.version == 1
-        assert current_digests(store.sessions) == {server_id: (text, listing.fingerprint)}
-        downgrade(engine, "0015")
-        assert current_revision(engine) == "0015"
-        with engine.connect() as connection:
-            columns = {column["name"] for column in inspect(connection).get_columns("snapshots")}
-        assert "listing_digest" not in columns and "poll_count" in columns
-        with engine.connect() as connection:
-            columns = {column["name"] for column in inspect(connection).get_columns("servers")}
-        assert "flapping_alert_possible" not in columns and "polls_marked" in columns
-        migrate(engine)
-        assert digests(store, server_id) == [None]
-        with store.sessions() as session:  # no table was copied: nothing cascaded from a dropped one
-            assert session.scalars(select(PollAttempt.snapshot_id)).all() == [1]
-            assert len(session.scalars(select(Alert.id)).all()) == 2
-        record_poll(store, server_id, listing, T0 + timedelta(minutes=2))
-        with store.sessions() as session:
-            assert session.scalar(select(Snapshot.poll_count)) == 3
-    finally:
-        engine.dispose()
-
-
-def fill_as_0015(engine: Engine, listing: CanonicalListing) -> int:
-    """What the 0015 release wrote for a server polled once: the server, its listing (tools too) and
-    its version, through the tables as that database has them; and two servers with a
-    `listing-flapping` alert, open and resolved. Returns the first server's id."""
-    with engine.begin() as connection:
-        names = ("servers", "listings", "tool_definitions", "listing_tools", "snapshots", "poll_attempts")
-        rows = OlderRows(connection, *names, "alerts")
-        server_id = rows.server("old", T0)
-        snapshot_id = rows.version(server_id, listing, T0)
-        for name, key in (("flapping", "open key"), ("settled", None)):
-            rows.insert(
-                "alerts",
-                server_id=rows.server(name, T0),
-                rule="listing-flapping",
-                severity="high",
-                severity_rank=3,
-                state="resolved" if key is None else "open",
-                open_key=key,
-                message="went back to an earlier listing",
-                opened_at=T0,
-                last_seen_at=T0,
-            )
-        rows.insert(
-            "poll_attempts",
-            server_id=server_id,
-            started_at=T0,
-            duration_ms=12.5,
-            ok=True,
-            snapshot_id=snapshot_id,
-            pages=1,
-        )
-    return server_id

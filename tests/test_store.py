@@ -10,14 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, func, select
 from support import http_server, record_poll, tool
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
-from monitor.store import PollOutcome, Store, current_revision, make_engine, migrate, queries
+from monitor.store import PollOutcome, Store, queries
 from monitor.store.marks import from_epoch_ms
 from monitor.store.models import (
     Base,
@@ -63,20 +61,6 @@ def poll(store: Store, servers: list[ServerConfig], **monitor: Any) -> list[Poll
 
 def http_config(name: str, url: str) -> ServerConfig:
     return ServerConfig(name=name, transport="http", url=url)
-
-
-def test_migrations_from_empty_match_the_models(database_url: str) -> None:
-    engine = make_engine(database_url)
-    try:
-        assert current_revision(engine) is None
-        head = migrate(engine)
-        assert current_revision(engine) == head
-        with engine.connect() as connection:
-            context = MigrationContext.configure(connection, opts={"compare_type": True})
-            assert compare_metadata(context, Base.metadata) == []
-        migrate(engine)  # idempotent
-    finally:
-        engine.dispose()
 
 
 def test_third_party_server_over_stdio(store: Store, engine: Engine) -> None:

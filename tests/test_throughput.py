@@ -18,7 +18,6 @@ from sqlalchemy import Engine, event, func, select
 from sqlalchemy.orm import Session
 from support import WAIT, http_server, raw_fleet, record_poll, versioned_listing, wait_until
 from support.polls import fetched_poll
-from support.releases import OlderRows
 
 from monitor.collect.client import Limits, Target, fetch_listing
 from monitor.collect.client.clients import HttpClients
@@ -30,12 +29,11 @@ from monitor.core.clients import DEFAULT_PROFILE
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.states import ServerOrigin
 from monitor.notify.alerts import Alerting
-from monitor.store import PollOutcome, Store, current_revision, make_engine, migrate
+from monitor.store import PollOutcome, Store, make_engine, migrate
 from monitor.store.batch import record_unchanged
 from monitor.store.marks import from_epoch_ms
 from monitor.store.models import Alert, ClientView, PollAttempt, PollMark, Server, Snapshot
 from monitor.store.polled import RecordedPoll
-from monitor.store.queries.servers import recent_attempts
 from monitor.store.registration import sync_servers
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
@@ -206,57 +204,6 @@ def test_an_unchanged_poll_adds_under_64_bytes_from_the_first_poll_on(tmp_path: 
 def count_rows(path: Path, table: str) -> int:
     with contextlib.closing(sqlite3.connect(path)) as connection:
         return int(connection.execute(f"select count(*) from {table}").fetchone()[0])
-
-
-def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) -> None:
-    """A database at 0003 with servers, versions and attempts upgrades to head, keeps every row, and
-    records compact marks for unchanged polls from then on."""
-    engine = make_engine(database_url)
-    try:
-        migrate(engine, "0003")
-        assert current_revision(engine) == "0003"
-        fill_like_the_previous_release(engine)
-        migrate(engine)
-        store = Store(engine, attempts_kept=5)
-        server_id = store.server_id("old")
-        assert server_id is not None
-        record_poll(store, server_id, versioned_listing(), T0 + timedelta(minutes=1))
-        with store.sessions() as session:
-            assert session.scalar(select(func.count()).select_from(Server)) == 1
-            assert session.scalar(select(Snapshot.poll_count)) == 2
-            assert session.scalar(select(func.count()).select_from(PollAttempt)) == 2
-            assert session.scalar(select(func.count()).select_from(PollMark)) == 1
-            recent = recent_attempts(session, server_id)
-        assert [a.started_at for a in recent] == [
-            T0 + timedelta(minutes=1),
-            T0 + timedelta(seconds=30),
-            T0,
-        ], "old full rows and new marks read back as one history"
-    finally:
-        engine.dispose()
-
-
-def fill_like_the_previous_release(engine: Engine) -> None:
-    """What 0003's code wrote for a server polled twice: a version, its listing and tools, two full
-    attempt rows (written through the tables as the database has them, not through today's models)."""
-    with engine.begin() as connection:
-        rows = OlderRows(connection, *TABLES_0003)
-        server_id = rows.server("old", T0)
-        snapshot_id = rows.version(server_id, CanonicalListing.of(versioned_listing()), T0)
-        for seconds in (0, 30):
-            at = T0 + timedelta(seconds=seconds)
-            rows.insert(
-                "poll_attempts",
-                server_id=server_id,
-                started_at=at,
-                duration_ms=12.5,
-                ok=True,
-                snapshot_id=snapshot_id,
-                pages=1,
-            )
-
-
-TABLES_0003 = ("servers", "listings", "tool_definitions", "listing_tools", "snapshots", "poll_attempts")
 
 
 async def test_a_kept_client_carries_the_next_poll_on_the_same_connection() -> None:

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from monitor.core.fingerprint import CanonicalListing
 from monitor.store import PollOutcome, Store, queries
 from monitor.store.marks import from_epoch_ms
-from monitor.store.models import PollAttempt, PollMark
+from monitor.store.models import PollAttempt, PollMark, Snapshot
 from monitor.store.polled import PreparedDiff, SuccessfulPoll
 
 HANDSHAKE: dict[str, Any] = {
@@ -48,6 +48,15 @@ def stored_tools(store: Store, server: str, at: datetime) -> list[dict[str, Any]
         in_force = queries.snapshot_at(session, server, at)
         assert in_force is not None, f"{server} had no version at {at}"
         return queries.listing_tools(session, in_force.snapshot.listing_id)
+
+
+def version_digests(store: Store, server_id: int) -> list[bytes | None]:
+    """The digests of the server's versions (`Snapshot.listing_digest`), oldest first."""
+    with store.sessions() as session:
+        statement = (
+            select(Snapshot.listing_digest).where(Snapshot.server_id == server_id).order_by(Snapshot.version)
+        )
+        return list(session.scalars(statement))
 
 
 def fetched_poll(server_id: int, listing: CanonicalListing, at: datetime, **handshake: Any) -> SuccessfulPoll:

@@ -18,7 +18,7 @@ from support import tool
 from support.polls import record_poll, stored_tools
 
 from monitor.core.fingerprint import fingerprint, tool_fingerprint
-from monitor.store import Store, make_engine, migrate
+from monitor.store import Store, migrate
 from monitor.store.models import HostSession, Listing, Snapshot, ToolDefinition
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -112,49 +112,39 @@ def fill_as_the_previous_release(engine: Engine) -> None:
         )
 
 
-def test_upgrade_recomputes_every_fingerprint_from_the_stored_json(database_url: str) -> None:
-    engine = make_engine(database_url)
-    try:
-        fill_as_the_previous_release(engine)
-        assert v1_listing(V1) != v1_listing(V2) and fingerprint(V1) == fingerprint(V2)
-        migrate(engine)
-        store = Store(engine)
-        with store.sessions() as session:
-            definitions = dict(
-                session.execute(select(ToolDefinition.fingerprint, ToolDefinition.definition)).all()
-            )
-            assert set(definitions) == {tool_fingerprint(t) for t in V3}, "scale 1.0 and scale 1 merged"
-            assert all(tool_fingerprint(d) == fp for fp, d in definitions.items())
-            listing_fps = set(session.scalars(select(Listing.fingerprint)))
-            assert listing_fps == {fingerprint(V1), fingerprint(V3)}
-            versions = dict(
-                session.execute(
-                    select(Snapshot.version, Listing.fingerprint).join(
-                        Listing, Snapshot.listing_id == Listing.id
-                    )
-                ).all()
-            )
-            assert versions == {1: fingerprint(V1), 2: fingerprint(V2), 3: fingerprint(V3)}, "history kept"
-            held = session.scalar(select(HostSession.fingerprint))
-            assert held == fingerprint(V1)
-            orphans = session.scalar(select(func.count()).select_from(ToolDefinition))
-            assert orphans == 3
-        # A poll after the upgrade that sees the same tools is the same version, not a new one.
-        (server_id,) = {store.server_id("calc")}
-        assert server_id is not None
-        outcome = record_poll(store, server_id, V3, T0 + timedelta(days=1))
-        assert outcome.version == 3 and not outcome.new_version and outcome.findings == []
-        listing = stored_tools(store, "calc", T0 + timedelta(days=2))
-        assert fingerprint(listing) == fingerprint(V3)
-    finally:
-        engine.dispose()
+def test_upgrade_recomputes_every_fingerprint_from_the_stored_json(fresh_engine: Engine) -> None:
+    fill_as_the_previous_release(fresh_engine)
+    assert v1_listing(V1) != v1_listing(V2) and fingerprint(V1) == fingerprint(V2)
+    migrate(fresh_engine)
+    store = Store(fresh_engine)
+    with store.sessions() as session:
+        definitions = dict(
+            session.execute(select(ToolDefinition.fingerprint, ToolDefinition.definition)).all()
+        )
+        assert set(definitions) == {tool_fingerprint(t) for t in V3}, "scale 1.0 and scale 1 merged"
+        assert all(tool_fingerprint(d) == fp for fp, d in definitions.items())
+        listing_fps = set(session.scalars(select(Listing.fingerprint)))
+        assert listing_fps == {fingerprint(V1), fingerprint(V3)}
+        versions = dict(
+            session.execute(
+                select(Snapshot.version, Listing.fingerprint).join(Listing, Snapshot.listing_id == Listing.id)
+            ).all()
+        )
+        assert versions == {1: fingerprint(V1), 2: fingerprint(V2), 3: fingerprint(V3)}, "history kept"
+        held = session.scalar(select(HostSession.fingerprint))
+        assert held == fingerprint(V1)
+        orphans = session.scalar(select(func.count()).select_from(ToolDefinition))
+        assert orphans == 3
+    # A poll after the upgrade that sees the same tools is the same version, not a new one.
+    (server_id,) = {store.server_id("calc")}
+    assert server_id is not None
+    outcome = record_poll(store, server_id, V3, T0 + timedelta(days=1))
+    assert outcome.version == 3 and not outcome.new_version and outcome.findings == []
+    listing = stored_tools(store, "calc", T0 + timedelta(days=2))
+    assert fingerprint(listing) == fingerprint(V3)
 
 
-def test_upgrade_of_an_empty_database_of_the_previous_release(database_url: str) -> None:
-    engine = make_engine(database_url)
-    try:
-        migrate(engine, "0003")
-        migrate(engine)  # 0012 and whatever follows it
-        assert "client_views" in inspect(engine).get_table_names()
-    finally:
-        engine.dispose()
+def test_upgrade_of_an_empty_database_of_the_previous_release(fresh_engine: Engine) -> None:
+    migrate(fresh_engine, "0003")
+    migrate(fresh_engine)  # 0012 and whatever follows it
+    assert "client_views" in inspect(fresh_engine).get_table_names()

@@ -9,7 +9,7 @@ from sqlalchemy import Engine, MetaData, insert, select
 
 from monitor.core.states import AlertState
 from monitor.notify import silences
-from monitor.store import current_revision, make_engine, migrate, queries
+from monitor.store import current_revision, migrate, queries
 from monitor.store.models import Alert, FindingRecord, PollAttempt, Snapshot
 from monitor.store.polls import Store
 
@@ -103,39 +103,35 @@ def fill_as_release_0003(engine: Engine) -> None:
         )
 
 
-def test_upgrade_from_a_database_the_previous_release_filled(database_url: str) -> None:
-    engine = make_engine(database_url)
-    try:
-        upgrade_to(engine, "0003")
-        fill_as_release_0003(engine)
-        assert migrate(engine) == current_revision(engine)
-        store = Store(engine)
-        with store.sessions() as session:
-            alert = session.get_one(Alert, 1)
-            assert (alert.state, alert.clear_since, alert.acknowledged_by, alert.resolved_by) == (
-                AlertState.ACKNOWLEDGED,
-                None,
-                None,
-                None,
-            )
-            assert session.get_one(FindingRecord, 1).silence_id is None
-            assert [s.validation_errors for s in session.scalars(select(Snapshot))] == [None, None]
-            assert session.scalars(select(PollAttempt.raw_payload)).all() == [None]
-            detail = queries.alert_detail(session, 1)
-            assert detail is not None and [f.rule for f in detail.findings] == ["read-only-revoked"]
-            (server,) = queries.list_servers(session)
-            assert server.acknowledged_alerts["critical"] == 1 and server.worst_unresolved_rank == 4
-        with store.sessions.begin() as session:
-            created = silences.create_silence(
-                session,
-                server="tenants",
-                tool=None,
-                rule=None,
-                ends_at=T0 + timedelta(days=1),
-                created_by="dana",
-                reason="upgrade window",
-                now=T0,
-            )
-            assert created.active
-    finally:
-        engine.dispose()
+def test_upgrade_from_a_database_the_previous_release_filled(fresh_engine: Engine) -> None:
+    upgrade_to(fresh_engine, "0003")
+    fill_as_release_0003(fresh_engine)
+    assert migrate(fresh_engine) == current_revision(fresh_engine)
+    store = Store(fresh_engine)
+    with store.sessions() as session:
+        alert = session.get_one(Alert, 1)
+        assert (alert.state, alert.clear_since, alert.acknowledged_by, alert.resolved_by) == (
+            AlertState.ACKNOWLEDGED,
+            None,
+            None,
+            None,
+        )
+        assert session.get_one(FindingRecord, 1).silence_id is None
+        assert [s.validation_errors for s in session.scalars(select(Snapshot))] == [None, None]
+        assert session.scalars(select(PollAttempt.raw_payload)).all() == [None]
+        detail = queries.alert_detail(session, 1)
+        assert detail is not None and [f.rule for f in detail.findings] == ["read-only-revoked"]
+        (server,) = queries.list_servers(session)
+        assert server.acknowledged_alerts["critical"] == 1 and server.worst_unresolved_rank == 4
+    with store.sessions.begin() as session:
+        created = silences.create_silence(
+            session,
+            server="tenants",
+            tool=None,
+            rule=None,
+            ends_at=T0 + timedelta(days=1),
+            created_by="dana",
+            reason="upgrade window",
+            now=T0,
+        )
+        assert created.active
