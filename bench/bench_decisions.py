@@ -36,10 +36,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import common
 import httpx
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # for tests/support
 from support.polls import record_poll
 
 RATE = 1000.0
@@ -126,11 +124,6 @@ def serve(database_url: str, port: int) -> None:
 
     print("READY", flush=True)
     uvicorn.run(timed, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-
-
-def percentile(samples: list[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 def http_request(method: str, path: str, body: dict[str, Any] | None = None) -> bytes:
@@ -246,7 +239,7 @@ def main(seconds: float = 10.0) -> list[tuple[str, float, float, str]]:
                 ):
                     print(
                         f"  {label:<18} p50 {statistics.median(samples):7.2f} ms"
-                        f"  p99 {percentile(samples, 0.99):7.2f} ms  max {max(samples):8.2f} ms"
+                        f"  p99 {common.quantile(samples, 0.99):7.2f} ms  max {max(samples):8.2f} ms"
                         f"  (n={len(samples)})"
                     )
         finally:
@@ -263,8 +256,8 @@ def main(seconds: float = 10.0) -> list[tuple[str, float, float, str]]:
             ),
             (
                 f"@{rate:.0f}/s decision p99 server ms (vs /healthz)",
-                percentile(server_decisions, 0.99),
-                percentile(server_health, 0.99),
+                common.quantile(server_decisions, 0.99),
+                common.quantile(server_health, 0.99),
                 "p99 < 5 ms, within 2x of /healthz",
             ),
             (f"@{rate:.0f}/s decisions/s achieved (vs offered)", achieved, rate, "the offered rate"),

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import common  # noqa: F401  (the import path: the repository root and tests/)
 from deepdiff import DeepDiff
 
 from monitor.core.diff import diff_canonical, diff_listings

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import tempfile
 import time
 import tracemalloc
@@ -22,10 +21,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import common  # noqa: F401  (the import path: the repository root and tests/)
 import httpx
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # for tests/support
 from support.polls import record_poll
 
 from monitor.config import Config, MonitorSettings, ServerConfig

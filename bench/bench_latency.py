@@ -18,15 +18,13 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import common  # noqa: F401  (the import path: the repository root and tests/)
 import httpx
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # for tests/support
 from support import Receiver, http_server, migrate_config, serving, tool, wait_until, webhook_secret
 
 KEY = b"latency benchmark webhook key"

@@ -36,19 +36,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import common  # noqa: F401  (the import path: the repository root and tests/)
 import httpx2
 import mcp_types as types
 from mcp.client import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from support import Fleet, fleet, record_poll
 
 from monitor.collect.poller import Job, Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.core.fingerprint import CanonicalListing
 from monitor.store import Store, make_engine, migrate
 from monitor.store.registration import sync_servers
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # for tests/support
-from support import Fleet, fleet, record_poll
 
 SERVERS = 200
 TOOLS = 50

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # for tests/support
+import common  # noqa: F401  (the import path: the repository root and tests/)
 from support import http_server
 
 ROUNDS = 8

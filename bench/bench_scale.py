@@ -24,20 +24,18 @@ import contextlib
 import itertools
 import os
 import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import common
 from sqlalchemy import create_engine, text
+from support import Service, fleet, migrate_config, postgres_schema, wait_until
+from support.claims import Claim, claims, freeze_one_polling, install_claim_log
 
 from monitor.collect.scheduler import LEASE_MARGIN
 from monitor.store.marks import from_epoch_ms
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # for tests/support
-from support import Service, fleet, migrate_config, postgres_schema, wait_until
-from support.claims import Claim, claims, freeze_one_polling, install_claim_log
 
 PG_ENV = "DRIFT_MONITOR_TEST_PG_URL"
 SERVERS = 300
@@ -51,27 +49,17 @@ RUN_AFTER_TAKEOVER = 2.5 * INTERVAL
 TICK = 1.0
 
 
-def machine_busy() -> tuple[int, int]:
-    """(busy, total) jiffies of every core since boot, from /proc/stat."""
-    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return sum(values) - values[3] - values[4], sum(values)
-
-
-def p99(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-
-
 def quantiles(values: list[float]) -> str:
+    p99 = common.quantile(values, 0.99)
     return (
-        f"min {min(values):.2f}, median {statistics.median(values):.2f}, p99 {p99(values):.2f}, "
+        f"min {min(values):.2f}, median {statistics.median(values):.2f}, p99 {p99:.2f}, "
         f"max {max(values):.2f} s over {len(values)}"
     )
 
 
 def run(database_url: str, workdir: Path) -> list[tuple[str, float, float, str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DRIFT_MONITOR_")}
-    busy_at_start = machine_busy()
+    busy_at_start = common.machine_busy()
     began = time.monotonic()
     with contextlib.ExitStack() as stack:
         urls = stack.enter_context(fleet(SERVERS, 5)).urls
@@ -142,7 +130,7 @@ def run(database_url: str, workdir: Path) -> list[tuple[str, float, float, str]]
                 text("select s.name, m.started_ms from poll_marks m join servers s on s.id = m.server_id")
             ).all()
     attempts = sorted([*attempts, *((name, from_epoch_ms(ms), True) for name, ms in marks)])
-    busy = [b - a for a, b in zip(busy_at_start, machine_busy(), strict=True)]
+    busy = [b - a for a, b in zip(busy_at_start, common.machine_busy(), strict=True)]
 
     by_server: dict[str, list[datetime]] = {}
     for name, started_at, _ in attempts:
@@ -181,7 +169,7 @@ def run(database_url: str, workdir: Path) -> list[tuple[str, float, float, str]]
     print(f"the {os.cpu_count()} cores were {busy[0] / busy[1]:.0%} busy over the run (other work included)")
     return [
         ("scale PG: max gap between polls s (base=interval)", max(gaps), INTERVAL, "~1: one per interval"),
-        ("scale PG: p99 claim lag s (base=1 s tick)", p99(lags), TICK, ">=1: in a tick"),
+        ("scale PG: p99 claim lag s (base=1 s tick)", common.quantile(lags, 0.99), TICK, ">=1: in a tick"),
         ("scale PG: takeover after expiry s (base=1 s tick)", max(after_expiry), TICK, ">=1: in a tick"),
     ]
 

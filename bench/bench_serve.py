@@ -30,7 +30,6 @@ from __future__ import annotations
 import itertools
 import os
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -38,15 +37,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import NamedTuple
 
+import common
 from sqlalchemy import select
+from support import Fleet, Service, fleet, migrate_config, postgres_schema, wait_until
 
 from monitor.config import MonitorSettings
 from monitor.store import make_engine
 from monitor.store.marks import from_epoch_ms
 from monitor.store.models import PollAttempt, PollMark, Server
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # for tests/support
-from support import Fleet, Service, fleet, migrate_config, postgres_schema, wait_until
 
 SERVERS = 1000
 TOOLS = 10
@@ -64,26 +62,6 @@ CPU_BUDGET_MS = 1000.0 / REQUIRED
 PG_ENV = "DRIFT_MONITOR_TEST_PG_URL"
 CONCURRENCY = MonitorSettings.model_fields["poll_concurrency"].default
 """The default `poll_concurrency`: the bench's config leaves it (and every setting but the interval) alone."""
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def machine_busy() -> tuple[float, float]:
-    """(busy, total) jiffies of every core since boot, from /proc/stat."""
-    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = values[3] + values[4]
-    return sum(values) - idle, sum(values)
 
 
 @dataclass
@@ -157,8 +135,8 @@ def run_one(backend: str, database_url: str, workdir: Path, fleet_process: Fleet
         pid = serve.process.pid
 
         def sample() -> Sample:
-            busy, total = machine_busy()
-            return Sample(time.monotonic(), cpu_seconds(pid), fleet_process.cpu_seconds(), busy, total)
+            busy, total = common.machine_busy()
+            return Sample(time.monotonic(), common.cpu_seconds(pid), fleet_process.cpu_seconds(), busy, total)
 
         samples.append(sample())
         end = first + RUN_AFTER_FIRST_POLL
@@ -167,7 +145,7 @@ def run_one(backend: str, database_url: str, workdir: Path, fleet_process: Fleet
                 raise RuntimeError("serve exited during the run" + serve.tail())
             time.sleep(min(SAMPLE_EVERY, end - now))
             samples.append(sample())
-        rss = rss_mb(pid)
+        rss = common.rss_mb(pid)
     finally:
         code = serve.stop()
     a, b = samples[0], samples[-1]
@@ -313,7 +291,7 @@ def report(result: Result, polls: Polls) -> list[tuple[str, float, float, str]]:
     if lags:
         print(
             f"poll lag vs schedule, steady state: median {statistics.median(lags):.2f} s, "
-            f"p99 {lags[int(len(lags) * 0.99)]:.2f} s, max {max_lag:.2f} s over {len(lags)} polls; "
+            f"p99 {common.quantile(lags, 0.99):.2f} s, max {max_lag:.2f} s over {len(lags)} polls; "
             f"rhythm restarted {polls.restarted} times"
         )
     if polls.startup_lags:
@@ -368,7 +346,7 @@ def main() -> list[tuple[str, float, float, str]]:
         workdir = Path(tmp)
         print(
             f"fleet of {SERVERS} servers x {TOOLS} tools in one process ready in "
-            f"{time.perf_counter() - start:.1f} s, RSS {rss_mb(fleet_process.pid):.0f} MB"
+            f"{time.perf_counter() - start:.1f} s, RSS {common.rss_mb(fleet_process.pid):.0f} MB"
         )
         sqlite_url = f"sqlite:///{workdir / 'serve.db'}"
         result = run_one("SQLite", sqlite_url, workdir, fleet_process)

@@ -43,12 +43,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import common
 import httpx2
 
 PER_FLEET_PROCESS = 2500
 TOOLS = 50
 BENCH = Path(__file__).resolve().parent
-SECONDS_PER_TICK = os.sysconf("SC_CLK_TCK")
 
 
 # -- measuring a process and its threads ---------------------------------------------------------
@@ -60,27 +60,8 @@ def thread_cpu() -> dict[int, float]:
     for task in Path("/proc/self/task").iterdir():
         with contextlib.suppress(OSError):
             fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-            times[int(task.name)] = (int(fields[11]) + int(fields[12])) / SECONDS_PER_TICK
+            times[int(task.name)] = (int(fields[11]) + int(fields[12])) / common.TICKS_PER_SECOND
     return times
-
-
-def process_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / SECONDS_PER_TICK
-
-
-def rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def quantile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
 class RssSampler:
@@ -103,12 +84,12 @@ class RssSampler:
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
-            self.samples.append((time.monotonic() - self.began, rss_mb()))
+            self.samples.append((time.monotonic() - self.began, common.rss_mb()))
 
     def at(self, seconds: float) -> float:
         """The last sample taken by `seconds` into the run."""
         before = [rss for at, rss in self.samples if at <= seconds]
-        return before[-1] if before else rss_mb()
+        return before[-1] if before else common.rss_mb()
 
 
 def summary(
@@ -144,12 +125,12 @@ def summary(
         "first_window": first,
         "polls": polls,
         "polls_per_s": polls / duration,
-        "lag_p50": quantile(lags, 0.5),
-        "lag_p99": quantile(lags, 0.99),
+        "lag_p50": common.quantile(lags, 0.5),
+        "lag_p99": common.quantile(lags, 0.99),
         "cpu_loop_ms": 1000 * cpu_loop / max(polls, 1),
         "cpu_store_ms": 1000 * cpu_store / max(polls, 1),
         "rss_first_mb": rss.at(interval),
-        "rss_end_mb": rss.samples[-1][1] if rss.samples else rss_mb(),
+        "rss_end_mb": rss.samples[-1][1] if rss.samples else common.rss_mb(),
         "rss_samples": [round(mb) for _, mb in rss.samples],
         "failed": failed,
     }
@@ -408,7 +389,7 @@ def contend(name: str, urls_file: Path, args: argparse.Namespace, fleet_pids: li
         "--rss-every",
         str(args.rss_every),
     ]
-    fleet_before = sum(process_cpu(pid) for pid in fleet_pids)
+    fleet_before = sum(common.cpu_seconds(pid) for pid in fleet_pids)
     result = subprocess.run(
         argv, capture_output=True, text=True, check=False, timeout=args.duration * 3 + 600
     )
@@ -416,7 +397,7 @@ def contend(name: str, urls_file: Path, args: argparse.Namespace, fleet_pids: li
         raise RuntimeError(f"{name} failed:\n{result.stderr[-3000:]}")
     figures: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     figures["fleet_cpu_ms"] = (
-        1000 * (sum(process_cpu(pid) for pid in fleet_pids) - fleet_before) / max(figures["polls"], 1)
+        1000 * (sum(common.cpu_seconds(pid) for pid in fleet_pids) - fleet_before) / max(figures["polls"], 1)
     )
     return figures
 

@@ -17,6 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import common  # noqa: F401  (the import path: the repository root and tests/)
 import httpx
 from bench_web import SERVERS, START, STEP, VERSIONS, _median_ms, build
 from sqlalchemy import Engine, func, insert, select

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -22,10 +21,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import common  # noqa: F401  (the import path: the repository root and tests/)
 import httpx
 from sqlalchemy import Engine, insert
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from monitor.config import Config, MonitorSettings
 from monitor.core.fingerprint import canonical_tool

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # for tests/support
+import common  # noqa: F401  (the import path: the repository root and tests/)
 from support.polls import fetched_poll
 
 from monitor.collect.scheduler import LeaseRelease

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import importlib
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: F401  (the import path: the repository root and tests/)
 
 BENCHMARKS = [
     "bench_diff",
