@@ -39,6 +39,7 @@ from typing import Any
 import common
 import httpx
 from support.polls import record_poll
+from support.tools import tool
 
 RATE = 1000.0
 RATES = (RATE, 100.0)
@@ -47,18 +48,17 @@ SERVERS = 100
 TOOLS = 20
 CONNECTIONS = 16
 TOKEN = "bench-decisions-token"
-TOKEN_ENV = "BENCH_DECISIONS_TOKEN"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def tools(server: int, flipped: bool) -> list[dict[str, Any]]:
     return [
-        {
-            "name": f"tool_{i:02d}",
-            "description": f"Tool {i} of server {server}.",
-            "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
-            "annotations": {"readOnlyHint": not (flipped and i == 0), "openWorldHint": False},
-        }
+        tool(
+            f"tool_{i:02d}",
+            description=f"Tool {i} of server {server}.",
+            input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
+            annotations={"readOnlyHint": not (flipped and i == 0), "openWorldHint": False},
+        )
         for i in range(TOOLS)
     ]
 
@@ -86,14 +86,11 @@ def serve(database_url: str, port: int) -> None:
     """The server process: the app behind a wrapper that records server time per path."""
     import uvicorn
     from starlette.types import Message, Receive, Scope, Send
+    from support.web import make_app
 
-    from monitor.config import Config, MonitorSettings
     from monitor.store import Store, make_engine
-    from monitor.webapp.app import create_app
 
-    os.environ[TOKEN_ENV] = TOKEN
-    store = Store(make_engine(database_url))
-    app = create_app(store, Config(monitor=MonitorSettings(api_token_env=TOKEN_ENV), source="bench"))
+    app = make_app(Store(make_engine(database_url)), token=TOKEN, clock=None)
     timings: dict[str, list[float]] = {}
 
     async def timed(scope: Scope, receive: Receive, send: Send) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import common  # noqa: F401  (the import path: the repository root and tests/)
 from deepdiff import DeepDiff
+from support.tools import tool
 
 from monitor.core.diff import diff_canonical, diff_listings
 from monitor.core.fingerprint import CanonicalListing
@@ -40,27 +41,27 @@ def make_tool(rng: random.Random, index: int) -> dict[str, Any]:
         "type": "object",
         "properties": {"field": {"type": "string"}, "values": {"type": "array", "items": {"type": "string"}}},
     }
-    return {
-        "name": f"tool_{index:05d}",
-        "title": f"Tool {index}",
-        "description": description,
-        "inputSchema": {"type": "object", "properties": properties, "required": ["arg0"]},
-        "annotations": {"readOnlyHint": rng.random() < 0.5, "openWorldHint": rng.random() < 0.3},
-    }
+    return tool(
+        f"tool_{index:05d}",
+        title=f"Tool {index}",
+        description=description,
+        input_schema={"type": "object", "properties": properties, "required": ["arg0"]},
+        annotations={"readOnlyHint": rng.random() < 0.5, "openWorldHint": rng.random() < 0.3},
+    )
 
 
 def make_pair(count: int = 5000, changed: int = 10) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     rng = random.Random(7)
     old = [make_tool(rng, i) for i in range(count)]
     new = copy.deepcopy(old)
-    for i, tool in enumerate(rng.sample(new, changed)):
+    for i, definition in enumerate(rng.sample(new, changed)):
         if i % 3 == 0:
-            tool["annotations"]["readOnlyHint"] = not tool["annotations"]["readOnlyHint"]
+            definition["annotations"]["readOnlyHint"] = not definition["annotations"]["readOnlyHint"]
         elif i % 3 == 1:
-            tool["description"] += " Also deletes stale replicas."
+            definition["description"] += " Also deletes stale replicas."
         else:
-            tool["inputSchema"]["properties"]["extra"] = {"type": "string"}
-            tool["inputSchema"]["required"].append("extra")
+            definition["inputSchema"]["properties"]["extra"] = {"type": "string"}
+            definition["inputSchema"]["required"].append("extra")
     return old, new
 
 

@@ -24,11 +24,12 @@ from typing import Any
 import common  # noqa: F401  (the import path: the repository root and tests/)
 import httpx
 from support.polls import record_poll
+from support.tools import tool
+from support.web import make_app
 
-from monitor.config import Config, MonitorSettings, ServerConfig
+from monitor.config import ServerConfig
 from monitor.store import Store, make_engine, migrate
 from monitor.store.registration import sync_servers
-from monitor.webapp.app import create_app
 
 PROPERTIES = 100_000
 SMALL = 20
@@ -44,7 +45,7 @@ PAGES = {
 
 def listing(properties: int, kind: str) -> list[dict[str, Any]]:
     schema = {"type": "object", "properties": {f"p{i:06d}": {"type": kind} for i in range(properties)}}
-    return [{"name": "bulk", "description": "Bulk import.", "inputSchema": schema}]
+    return [tool("bulk", description="Bulk import.", input_schema=schema)]
 
 
 def record(store: Store, name: str, properties: int) -> None:
@@ -72,8 +73,7 @@ async def _view(client: httpx.AsyncClient, path: str) -> tuple[float, float, int
 
 
 async def measure(store: Store) -> dict[str, dict[str, tuple[float, float, int, float]]]:
-    config = Config(monitor=MonitorSettings(api_token_env="DRIFT_MONITOR_BENCH_NO_TOKEN"), source="bench")
-    transport = httpx.ASGITransport(app=create_app(store, config))
+    transport = httpx.ASGITransport(app=make_app(store, token=None, clock=None))
     results: dict[str, dict[str, tuple[float, float, int, float]]] = {}
     async with httpx.AsyncClient(transport=transport, base_url="http://bench", timeout=600) as client:
         for name in ("huge", "small"):

@@ -21,11 +21,10 @@ import common  # noqa: F401  (the import path: the repository root and tests/)
 import httpx
 from bench_web import SERVERS, START, STEP, VERSIONS, _median_ms, build
 from sqlalchemy import Engine, func, insert, select
+from support.web import make_app
 
-from monitor.config import Config, MonitorSettings
 from monitor.store import Store, make_engine, migrate
 from monitor.store.models import Alert, AlertFinding, FindingRecord, HostSession, Listing, Snapshot
-from monitor.webapp.app import create_app
 from monitor.webapp.pages.sessions import SESSIONS_PER_PAGE as PER_PAGE
 
 HELD_VERSION = VERSIONS - 4
@@ -81,9 +80,7 @@ async def _first_ms(client: httpx.AsyncClient, path: str) -> float:
 
 
 async def measure(store: Store) -> dict[str, float]:
-    config = Config(monitor=MonitorSettings(api_token_env="DRIFT_MONITOR_BENCH_NO_TOKEN"), source="bench")
-    app = create_app(store, config)
-    app.state.web.clock = lambda: START + STEP * VERSIONS
+    app = make_app(store, token=None, clock=START + STEP * VERSIONS)
     middle = f"server-{SERVERS // 2:04d}"
     instant = (START + STEP * (VERSIONS // 2) + timedelta(minutes=17)).isoformat().replace("+00:00", "Z")
     ok = lambda r: r.status_code == 200  # noqa: E731

@@ -24,8 +24,9 @@ from typing import Any
 import common  # noqa: F401  (the import path: the repository root and tests/)
 import httpx
 from sqlalchemy import Engine, insert
+from support.tools import tool
+from support.web import make_app
 
-from monitor.config import Config, MonitorSettings
 from monitor.core.fingerprint import canonical_tool
 from monitor.store import Store, make_engine, migrate
 from monitor.store.models import (
@@ -38,7 +39,6 @@ from monitor.store.models import (
     Snapshot,
     ToolDefinition,
 )
-from monitor.webapp.app import create_app
 
 SERVERS = 500
 VERSIONS = 40
@@ -55,20 +55,14 @@ def _sha(text: str) -> str:
 
 def _tool(server: int, index: int, revision: int) -> dict[str, Any]:
     words = " ".join(WORDS[(server + index + k + revision) % len(WORDS)] for k in range(30))
-    return {
-        "name": f"tool_{index:02d}",
-        "title": f"Tool {index}",
-        "description": f"{words}. Server {server}, revision {revision}.",
-        "inputSchema": {
-            "type": "object",
-            "properties": {
-                "q": {"type": "string"},
-                **({"limit": {"type": "integer"}} if revision % 2 else {}),
-            },
-            "required": ["q"],
-        },
-        "annotations": {"readOnlyHint": revision % 3 != 1, "openWorldHint": False},
-    }
+    properties = {"q": {"type": "string"}, **({"limit": {"type": "integer"}} if revision % 2 else {})}
+    return tool(
+        f"tool_{index:02d}",
+        title=f"Tool {index}",
+        description=f"{words}. Server {server}, revision {revision}.",
+        input_schema={"type": "object", "properties": properties, "required": ["q"]},
+        annotations={"readOnlyHint": revision % 3 != 1, "openWorldHint": False},
+    )
 
 
 def _add_definition(
@@ -265,8 +259,7 @@ async def _median_ms(
 
 
 async def measure(store: Store) -> dict[str, float]:
-    config = Config(monitor=MonitorSettings(api_token_env="DRIFT_MONITOR_BENCH_NO_TOKEN"), source="bench")
-    app = create_app(store, config)
+    app = make_app(store, token=None, clock=None)
     middle = f"server-{SERVERS // 2:04d}"
     instant = (START + STEP * (VERSIONS // 2) + timedelta(minutes=17)).isoformat().replace("+00:00", "Z")
     transport = httpx.ASGITransport(app=app)
