@@ -5,10 +5,10 @@ The app reads its API token once, when it is built, from the environment variabl
 (`api_token_env`): `make_app` sets that variable only while it builds the app, so no test leaves it
 behind. Its clock stands at `NOW` unless a test gives another (`clock=None`: the wall clock).
 
-    with web_client(store) as client:                       # the API, with the bearer token
+    with web_client(store) as client:                        # the API, with the bearer token
     with web_client(store, auth=None, follow_redirects=False) as browser:   # has to sign in
-    with web_client(store, auth="session") as browser:      # a browser that signed in already
-    with web_client(store, token=None) as client:           # no token configured: read-only
+    with web_client(store, auth="session") as browser:       # a browser that signed in already
+    with web_client(store, token=None, auth=None) as client: # no token configured: read-only
 """
 
 from __future__ import annotations
