@@ -81,7 +81,7 @@ class ServerConfig(BaseModel):
     """For transport "http": when the URL refuses Streamable HTTP with a 4xx, poll it over SSE, as
     hosts do with a bare `url` (set for such imported entries)."""
     approval: ApprovalMode = ApprovalMode.TOFU
-    """What the decision point treats as approved (SPEC section 10)."""
+    """What the decision point treats as approved (docs/contract.md section 10)."""
     aliases: list[str] = Field(default_factory=list)
     """Other names hosts know the server by (Claude Code's `mcp__<name>__tool`), for the hook adapters."""
     client: list[ClientProfile] = Field(default_factory=lambda: [DEFAULT_PROFILE])

@@ -1,4 +1,4 @@
-"""The `drift-monitor` command line (SPEC section 6): one module per group of commands.
+"""The `drift-monitor` command line (docs/contract.md section 6): one module per group of commands.
 
 Each command module has `register(commands)`, which adds its subcommands with a `run(args) -> int`.
 Commands import what they need when they run, so the offline ones never load the MCP SDK or the

@@ -56,7 +56,8 @@ def parse_listing(data: Any) -> list[Tool]:
 
 def validate_tools(tools: list[Any]) -> list[Tool]:
     """Check that every tool is an object with a unique string name and the listing is I-JSON (no NaN,
-    infinity, out-of-range number or lone surrogate: SPEC section 2); the tools come back unchanged."""
+    infinity, out-of-range number or lone surrogate: docs/contract.md section 2); the tools come back
+    unchanged."""
     problem = ijson_problem(tools, "tools")
     if problem is not None:
         raise ListingError(f"not I-JSON: {problem}")

@@ -55,7 +55,7 @@ class ServerOrigin(enum.StrEnum):
 
 
 class ApprovalMode(enum.StrEnum):
-    """Per server (SPEC section 10): what the decision point treats as approved."""
+    """Per server (docs/contract.md section 10): what the decision point treats as approved."""
 
     TOFU = "tofu"
     """The first version seen is approved automatically (trust on first use)."""

@@ -116,7 +116,7 @@ class Server(Base):
     polls_marked: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     """Unchanged polls recorded as compact marks so far: the next one's slot in the server's ring."""
     approval: Mapped[str] = mapped_column(String(10), default="tofu", server_default="tofu")
-    """`tofu`, `review` or `off` (SPEC section 10): what the decision point treats as approved."""
+    """`tofu`, `review` or `off` (docs/contract.md section 10): what the decision point treats as approved."""
     client: Mapped[Any | None]
     """The client profiles of a server registered over the API (`[{name, version, capabilities}]`)."""
     ttl_ms: Mapped[int | None] = mapped_column(BigInteger)

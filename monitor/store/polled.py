@@ -10,6 +10,7 @@ from typing import Any
 from monitor.core.clients import ClientProfile
 from monitor.core.findings import Finding, Severity
 from monitor.core.fingerprint import CanonicalListing
+from monitor.core.rules.catalog import PollFacts
 from monitor.store.models import FindingRecord, Server, Snapshot
 from monitor.store.views import View
 
@@ -108,6 +109,18 @@ class RecordedPoll:
     @property
     def ok(self) -> bool:
         return self.snapshot is not None
+
+    @property
+    def facts(self) -> PollFacts:
+        """What the server rules that clear on a poll look at (`Rule.clears`)."""
+        return PollFacts(
+            answered=self.ok,
+            was_failing=self.was_failing,
+            new_version=self.new_version,
+            raised=frozenset(finding.rule for finding in self.findings),
+            announced=self.announced,
+            listen_honored=self.listen_honored,
+        )
 
 
 def seen_again(snapshot: Snapshot, poll: SuccessfulPoll) -> None:

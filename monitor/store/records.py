@@ -41,7 +41,7 @@ class SnapshotRecord(Record):
     server_id: RowId
     listing_id: RowId
     version: int = Field(description="1 for the first listing seen, +1 for each different one after it")
-    fingerprint: str = Field(description="SHA-256 of the canonical listing (SPEC section 2)")
+    fingerprint: str = Field(description="SHA-256 of the canonical listing (docs/contract.md section 2)")
     first_seen: datetime
     last_seen: datetime
     poll_count: int = Field(description="Successful polls that saw this listing")

@@ -18,6 +18,7 @@ from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.core.fingerprint import CanonicalListing, fingerprint
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Alert, AlertFinding, FindingRecord, WebhookDelivery
+from monitor.store.polled import SuccessfulPoll
 from monitor.store.registration import sync_servers
 from monitor.webapp.app import create_app
 
@@ -100,16 +101,19 @@ class World:
 
 
 def record(store: Store, server_id: int, tools: list[dict[str, Any]], at: datetime) -> PollOutcome:
-    return store.record_success(
-        server_id,
-        CanonicalListing.of(tools),
-        started_at=at - timedelta(milliseconds=120),
-        finished_at=at,
-        pages=1,
-        protocol_version="2025-11-25",
-        server_info={"name": "search-server", "version": "1.0"},
-        capabilities={"tools": {"listChanged": True}},
-        list_changed_advertised=True,
+    """A 120 ms poll of `tools` by a server that names itself and advertises list-changed."""
+    return store.record(
+        SuccessfulPoll(
+            server_id,
+            CanonicalListing.of(tools),
+            started_at=at - timedelta(milliseconds=120),
+            finished_at=at,
+            pages=1,
+            protocol_version="2025-11-25",
+            server_info={"name": "search-server", "version": "1.0"},
+            capabilities={"tools": {"listChanged": True}},
+            list_changed_advertised=True,
+        )
     )
 
 

@@ -11,33 +11,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from monitor.core.findings import Finding, Severity
-from monitor.core.rules.catalog import CATALOG, Rule
-
-for _listing_rule in (
-    Rule(
-        "listing-invalid",
-        Severity.HIGH,
-        "The listing is valid JSON but violates the MCP schema hosts validate against (e.g. an inputSchema "
-        "without type object): hosts will reject it. It is stored as a version like any other.",
-        "server",
-    ),
-    Rule(
-        "changed-without-version-bump",
-        Severity.LOW,
-        "The listing changed while serverInfo.version stayed the same.",
-        "server",
-    ),
-):
-    CATALOG[_listing_rule.id] = _listing_rule
-
-LISTING_RULES = ("listing-invalid", "changed-without-version-bump")
+from monitor.core.rules.catalog import CATALOG, Clears, PollFacts, Rule
 
 
 def listing_invalid(server: str, version: int, errors: Sequence[str]) -> Finding | None:
     if not errors:
         return None
     shown = "; ".join(errors[:3]) + (f"; and {len(errors) - 3} more" if len(errors) > 3 else "")
-    return CATALOG["listing-invalid"].finding(
+    return INVALID.finding(
         None,
         None,
         None,
@@ -48,6 +29,26 @@ def listing_invalid(server: str, version: int, errors: Sequence[str]) -> Finding
     )
 
 
+def _gone_from_new_version(rule_id: str) -> Clears:
+    """A listing rule holds for one version: a new version that does not raise it again ends it."""
+
+    def clears(poll: PollFacts) -> bool:
+        return poll.new_version and rule_id not in poll.raised
+
+    return clears
+
+
+INVALID = Rule(
+    "listing-invalid",
+    Severity.HIGH,
+    "The listing is valid JSON but violates the MCP schema hosts validate against (e.g. an inputSchema "
+    "without type object): hosts will reject it. It is stored as a version like any other.",
+    "server",
+    clears=_gone_from_new_version("listing-invalid"),
+)
+CATALOG[INVALID.id] = INVALID
+
+
 def changed_without_version_bump(
     server: str, version: int, old_info: Mapping[str, Any] | None, new_info: Mapping[str, Any] | None
 ) -> Finding | None:
@@ -55,10 +56,20 @@ def changed_without_version_bump(
     old, new = (info.get("version") if isinstance(info, Mapping) else None for info in (old_info, new_info))
     if not isinstance(new, str) or old != new:
         return None
-    return CATALOG["changed-without-version-bump"].finding(
+    return NO_VERSION_BUMP.finding(
         None,
         "serverInfo.version",
         old,
         new,
         f"{server} changed its listing (version {version}) but still reports serverInfo.version {new!r}.",
     )
+
+
+NO_VERSION_BUMP = Rule(
+    "changed-without-version-bump",
+    Severity.LOW,
+    "The listing changed while serverInfo.version stayed the same.",
+    "server",
+    clears=_gone_from_new_version("changed-without-version-bump"),
+)
+CATALOG[NO_VERSION_BUMP.id] = NO_VERSION_BUMP

@@ -302,8 +302,8 @@ class SessionCreate(BaseModel):
     )
 
     server: str = Field(min_length=1, max_length=200, pattern=SERVER_NAME)
-    session_id: str = Field(min_length=1, max_length=200, pattern=NO_NUL)
-    client: str | None = Field(default=None, max_length=500, pattern=NO_NUL)
+    session_id: StoredText = Field(min_length=1, max_length=200, pattern=NO_NUL)
+    client: StoredText | None = Field(default=None, max_length=500, pattern=NO_NUL)
     connected_at: UtcDatetime
     client_capabilities: dict[str, dict[str, Any]] | None = Field(
         default=None,
