@@ -138,6 +138,8 @@ def succeeded(server: Server, poll: SuccessfulPoll) -> None:
     server.consecutive_failures = 0
     server.last_poll_at = server.last_success_at = poll.finished_at
     server.last_error = None
+    if server.unverifiable_since is not None:  # a listing the monitor could store: verified again
+        server.unverifiable_since = server.unverifiable_reason = None
     server.protocol_version = poll.protocol_version
     server.server_info = poll.server_info
     server.capabilities = poll.capabilities

@@ -18,7 +18,9 @@ from monitor.core.findings import Finding
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.rules import listings, servers
 from monitor.core.rules.servers import WatchState
+from monitor.core.states import PollErrorKind
 from monitor.store.flapping import returns_since
+from monitor.store.generations import decisions_changed
 from monitor.store.listings import diff_against, store_listing
 from monitor.store.marks import mark, write_marks
 from monitor.store.models import (
@@ -90,7 +92,7 @@ class Store:
                 snapshot, new_version = previous.snapshot, False
                 seen_again(snapshot, poll)
             else:
-                snapshot, new_version = _new_version(session, previous, poll), True
+                snapshot, new_version = _new_version(session, server, previous, poll), True
             succeeded(server, poll)
             findings: list[Finding] = []
             records: list[FindingRecord] = []
@@ -239,9 +241,14 @@ class Store:
         started_at: datetime,
         finished_at: datetime,
         raw_payload: str | None = None,
+        refusal_findings: Sequence[Finding] = (),
     ) -> PollOutcome:
         """Store a failed poll; the Nth failure in a row raises `server-unreachable`.
 
+        A failure of a kind in `PollErrorKind.refused_answers()` is an answer the monitor refused:
+        the server is unverifiable until a listing it can store arrives (decisions deny), and
+        `refusal_findings` (what the refused listing showed, e.g. `duplicate-tool-name`) are stored
+        when the refusal is new or its reason changed, not again at every poll.
         `raw_payload`: what a server sent that could not be read as a listing, kept for review
         (the caller bounds it, see `RAW_PAYLOAD_LIMIT`).
         """
@@ -254,6 +261,11 @@ class Store:
                 server.name, server.consecutive_failures, self.unreachable_after, kind, message
             )
             findings = [unreachable] if unreachable else []
+            if kind in PollErrorKind.refused_answers():
+                if server.unverifiable_reason != server.last_error:
+                    findings += refusal_findings
+                server.unverifiable_since = server.unverifiable_since or finished_at
+                server.unverifiable_reason = server.last_error
             records = store_findings(session, server_id, findings, finished_at)
             self._run_hooks(session, RecordedPoll(server, finished_at, records))
             self._add_attempt(
@@ -317,8 +329,12 @@ def _current_version(session: Session, server_id: int) -> CurrentVersion | None:
     return CurrentVersion(row[0], row[1]) if row is not None else None
 
 
-def _new_version(session: Session, previous: CurrentVersion | None, poll: SuccessfulPoll) -> Snapshot:
-    """A new version holding the poll's listing (stored once, content-addressed)."""
+def _new_version(
+    session: Session, server: Server, previous: CurrentVersion | None, poll: SuccessfulPoll
+) -> Snapshot:
+    """A new version holding the poll's listing (stored once, content-addressed); decisions about the
+    server's tools rest on it from this transaction's commit on."""
+    decisions_changed(server)
     snapshot = Snapshot(
         server_id=poll.server_id,
         version=(previous.snapshot.version + 1) if previous else 1,

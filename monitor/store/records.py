@@ -101,6 +101,14 @@ class ServerRecord(Record):
         default=None,
         description="Whether the watch session's subscriptions/listen acknowledgement kept toolsListChanged",
     )
+    aliases: list[str] | None = Field(
+        default=None, description="Other names hosts know it by, set over the API (see also the config)"
+    )
+    unverifiable_reason: str | None = Field(
+        default=None,
+        description="Why the server's newest answer was refused, while it is: every decision about it "
+        "is deny until a listing the monitor can store arrives",
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -193,7 +193,8 @@ def make_app(
         monkeypatch.delenv(TOKEN_ENV, raising=False)
     else:
         monkeypatch.setenv(TOKEN_ENV, token)
-    config = Config(monitor=MonitorSettings(api_token_env=TOKEN_ENV), source="test")
+    # Polled hourly: the app's clock (two hours past the last poll) finds every listing recent.
+    config = Config(monitor=MonitorSettings(api_token_env=TOKEN_ENV, poll_interval=3600), source="test")
     app = create_app(store, config, poll_now=poll_now)
     app.state.web.clock = lambda: T0 + timedelta(hours=5)
     return app

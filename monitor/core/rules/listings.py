@@ -1,8 +1,10 @@
-"""Rules on a listing as a whole, evaluated by the poll transaction at each new version.
+"""Rules on a listing as a whole.
 
 `listing-invalid` is what hosts will do with it (reject it); `changed-without-version-bump` is whether
 the server said it changed. Both are raised once per new version that shows them and stop holding
-(their alerts resolve) at the first new version that does not.
+(their alerts resolve) at the first new version that does not. `duplicate-tool-name` is raised by a
+poll whose listing names a tool twice, which the monitor refuses to store (hosts keep one of the
+copies, and not all the same one), and holds until the server answers with a listing it can store.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from monitor.core.findings import Finding, Severity
+from monitor.core.listing import Tool, hints_of, strictest_hints
 from monitor.core.rules.catalog import CATALOG, Clears, PollFacts, Rule
+from monitor.core.text import make_visible
 
 
 def listing_invalid(server: str, version: int, errors: Sequence[str]) -> Finding | None:
@@ -73,3 +77,48 @@ NO_VERSION_BUMP = Rule(
     clears=_gone_from_new_version("changed-without-version-bump"),
 )
 CATALOG[NO_VERSION_BUMP.id] = NO_VERSION_BUMP
+
+
+def duplicate_tool_names(server: str, duplicates: Mapping[str, Sequence[Tool]]) -> list[Finding]:
+    """One finding per tool name listed more than once, with the strictest reading of its copies."""
+    findings = []
+    for name, copies in duplicates.items():
+        readings = [hints_of(copy) for copy in copies]
+        strictest = strictest_hints(readings)
+        alike = (
+            "the same definition" if all(copy == copies[0] for copy in copies) else "different definitions"
+        )
+        if strictest["readOnlyHint"]:
+            reading = "is read-only"
+        else:
+            reading = "may write" + (", destructively" if strictest["destructiveHint"] else "")
+        findings.append(
+            DUPLICATE_NAME.finding(
+                None,
+                "name",
+                None,
+                len(copies),
+                f"{server} lists the tool {make_visible(name)} {len(copies)} times with {alike}: hosts keep "
+                "one copy (a JavaScript host the last), so the monitor refuses the listing and denies every "
+                f"call to the server until each tool is listed once. Read strictly, it {reading}.",
+                detail={"tool": name, "copies": readings, "strictest": strictest},
+            )
+        )
+    return findings
+
+
+def answered_with_a_listing(poll: PollFacts) -> bool:
+    """A listing the monitor could store ends it (after a refused one, which counts as a failed poll:
+    a healthy server's poll has none to end)."""
+    return poll.answered and poll.was_failing
+
+
+DUPLICATE_NAME = Rule(
+    "duplicate-tool-name",
+    Severity.HIGH,
+    "The listing names one tool more than once: hosts keep one copy, not all the same one, so the "
+    "monitor refuses the listing and every decision about the server is deny until it is fixed.",
+    "server",
+    clears=answered_with_a_listing,
+)
+CATALOG[DUPLICATE_NAME.id] = DUPLICATE_NAME
