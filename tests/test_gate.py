@@ -164,6 +164,35 @@ def test_stale_decision_deny_and_a_servers_own_max_age(store: Store, monkeypatch
         assert gate.decide("slow", "lookup")["decision"] == "allow", "its own decision_max_age: 1 h"
 
 
+def test_refresh_on_decision_polls_a_server_last_polled_long_ago_once_per_interval(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    polled: list[str] = []
+    gates: list[Gate] = []
+
+    async def poll_now(name: str) -> PollOutcome | None:
+        polled.append(name)
+        if len(polled) > 1:  # the server does not answer this time: nothing is recorded
+            return None
+        gate = gates[0]
+        return record_poll(gate.store, gate.ids[name], [WRITING_LOOKUP], gate.clock[0])
+
+    settings = DecisionSettings(refresh_on_decision=60)
+    for gate in gate_for(store, monkeypatch, [http_server("demo")], settings, poll_now=poll_now):
+        gates.append(gate)
+        gate.poll("demo", [READ_ONLY_LOOKUP])
+        gate.clock[0] = T0 + timedelta(seconds=30)
+        assert gate.decide("demo", "lookup")["decision"] == "allow" and polled == [], "polled lately"
+        gate.clock[0] = T0 + timedelta(minutes=10)
+        first = gate.decide("demo", "lookup")
+        assert polled == ["demo"], "a decision about a server last polled 10 min ago polls it first"
+        assert first["decision"] == "deny" and first["rule"] == "read-only-revoked", "answered from it"
+        gate.clock[0] = T0 + timedelta(minutes=20)
+        for _ in range(3):
+            assert gate.decide("demo", "lookup")["decision"] == "deny"
+        assert polled == ["demo", "demo"], "at most once per interval, however often it is asked"
+
+
 def test_a_stricter_answer_is_never_weakened_by_staleness(gate: Gate) -> None:
     gate.poll("demo", [READ_ONLY_LOOKUP])
     gate.clock[0] += timedelta(minutes=1)

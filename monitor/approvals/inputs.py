@@ -37,6 +37,13 @@ _scanstring = cast(Callable[[str, int], tuple[str, int]], json.decoder.scanstrin
 """The C scanner `json` reads strings with (not in the type stubs): fast on megabytes of escapes."""
 
 
+def _string(text: str, position: int) -> tuple[str, int]:
+    try:
+        return _scanstring(text, position)
+    except ValueError as exc:  # json.JSONDecodeError: unterminated, a bad escape, a control character
+        raise Unreadable(f"the hook input is not JSON ({exc})") from None
+
+
 class Unreadable(ValueError):
     """The body is not a JSON object a host would send; the message says why."""
 
@@ -85,7 +92,7 @@ def _scan(text: str) -> Any:
         top = stack[-1] if stack else None
         if top is not None and top.expect == "key":
             if kind == "string":
-                top.key, position = _scanstring(text, position)
+                top.key, position = _string(text, position)
                 top.expect = "colon"
                 continue
             if not (kind == "close" and top.empty and text[start] == top.closer):
@@ -117,7 +124,7 @@ def _scan(text: str) -> Any:
             stack.append(opened)
             continue
         elif kind == "string":
-            value, position = _scanstring(text, position)
+            value, position = _string(text, position)
         elif kind == "number":
             number = token["number"]
             value = float(number) if any(c in number for c in ".eE") else int(number)

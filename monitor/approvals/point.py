@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from datetime import datetime, timedelta
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from monitor.approvals.cache import DecisionView, Lookup, ServerState, ServerView
+from monitor.approvals.cache import MAX_KEPT, DecisionView, Lookup, ServerState, ServerView
 from monitor.approvals.names import Normalise, ServerNames, exact_name, tool_candidates
 from monitor.approvals.policy import Verdict, Verification, verified
 from monitor.approvals.recorder import DecisionRecorder, DecisionWrite, SessionBeats, UnmonitoredCall
@@ -235,8 +234,9 @@ class DecisionPoint:
 
     def _lookup(self, server: str) -> Lookup:
         lookup = self.view.server(server)
-        if self.refresher is not None and lookup.state is not None and self.refresher.due(lookup.state):
-            self.refresher.refresh(server)
+        refresher, now = self.refresher, self.clock()
+        if refresher is not None and lookup.state is not None and refresher.due(lookup.state, now):
+            refresher.refresh(server, now)
             lookup = self.view.server(server)
         return lookup
 
@@ -356,20 +356,22 @@ class Refresher:
         self.loop: asyncio.AbstractEventLoop | None = None
         """The event loop polls run on (set by the app when it starts)."""
         self._lock = threading.Lock()
-        self._asked: dict[str, float] = {}
+        self._asked: dict[str, datetime] = {}
 
-    def due(self, state: ServerState) -> bool:
+    def due(self, state: ServerState, now: datetime) -> bool:
         if self.poll_now is None or self.loop is None:
             return False
         last = state.last_polled
-        return last is None or (datetime.now(last.tzinfo) - last).total_seconds() > self.after
+        return last is None or (now - last).total_seconds() > self.after
 
-    def refresh(self, server: str) -> None:
+    def refresh(self, server: str, now: datetime) -> None:
         """Poll `server` now unless it was asked for within the interval; wait for it, bounded."""
-        now = time.monotonic()
         with self._lock:
-            if now - self._asked.get(server, -1e18) < self.after:
+            asked = self._asked.get(server)
+            if asked is not None and (now - asked).total_seconds() < self.after:
                 return
+            if len(self._asked) > MAX_KEPT:
+                self._asked.clear()
             self._asked[server] = now
         if self.poll_now is None or self.loop is None:
             return

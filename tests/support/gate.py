@@ -97,6 +97,7 @@ def gate_for(
     monkeypatch: pytest.MonkeyPatch,
     servers: list[ServerConfig],
     decisions: DecisionSettings | None = None,
+    poll_now: Any = None,
     **monitor: Any,
 ) -> Iterator[Gate]:
     monkeypatch.setenv(TOKEN_ENV, TOKEN)
@@ -107,7 +108,7 @@ def gate_for(
         source="test",
     )
     ids = sync_servers(store, servers, T0)
-    app = create_app(store, config)
+    app = create_app(store, config, poll_now=poll_now)
     gate = Gate(store, TestClient(app, headers=AUTH), ids)
     app.state.web.clock = lambda: gate.clock[0]
     with gate.client:
