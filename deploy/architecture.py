@@ -42,6 +42,8 @@ UNITS = {
     "approvals": {
         "errors": "core",
         "policy": "core",
+        "names": "core",
+        "inputs": "core",
         "records": "store",
         "storage": "store",
         "cache": "store",
@@ -52,6 +54,7 @@ UNITS = {
         "hooks": "webapp",
         "pages": "webapp",
         "cli": "cli",
+        "hookcommand": "cli",
     },
 }
 """Each unit's modules by role, and the layer package each role belongs to. A unit's `__init__`

@@ -60,13 +60,14 @@ def parse_duration(value: Any) -> float:
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+SERVER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 Transport = Literal["http", "sse", "stdio"]
 
 
 class ServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(min_length=1, max_length=200, pattern=SERVER_NAME_PATTERN)
     transport: Transport
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
@@ -81,9 +82,12 @@ class ServerConfig(BaseModel):
     """For transport "http": when the URL refuses Streamable HTTP with a 4xx, poll it over SSE, as
     hosts do with a bare `url` (set for such imported entries)."""
     approval: ApprovalMode = ApprovalMode.TOFU
-    """What the decision point treats as approved (SPEC section 10)."""
+    """What the decision point treats as approved (docs/contract.md section 10)."""
     aliases: list[str] = Field(default_factory=list)
     """Other names hosts know the server by (Claude Code's `mcp__<name>__tool`), for the hook adapters."""
+    decision_max_age: Duration | None = None
+    """How old the server's last good listing may be before decisions stop trusting it; default:
+    `[decisions] max_age`, else three of its poll intervals."""
     client: list[ClientProfile] = Field(default_factory=lambda: [DEFAULT_PROFILE])
     """Who the monitor polls as: one profile (a table) or several (an array), each its own view."""
 
@@ -230,11 +234,37 @@ class MonitorSettings(BaseSettings):
         return env_settings, init_settings
 
 
+class DecisionSettings(BaseModel):
+    """`[decisions]`: how the decision point answers hosts (docs/approvals.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hook_allow_approved: bool = False
+    """Answer an approved, unchanged tool with an explicit `allow` in host hooks where `allow` skips the
+    host's own prompt (Claude Code). Off: no opinion, so the host asks as it would without the hook."""
+    unmonitored: Literal["none", "ask", "deny"] = "none"
+    """The answer about a server the monitor does not know: no opinion (the host decides), ask or deny.
+    Either way the call is counted and the name listed on the sessions page."""
+    stale_decision: Literal["ask", "deny"] = "ask"
+    """At least this, for a server whose last good listing is older than its `decision_max_age`."""
+    max_age: Duration | None = Field(default=None, gt=0)
+    """How old a server's last good listing may be before decisions stop trusting it; default three
+    of the server's poll intervals. A server may set its own (`decision_max_age`)."""
+    refresh_on_decision: Duration | None = Field(default=None, gt=0)
+    """Optional: a decision about a server last polled longer ago than this polls it first (at most
+    once per this interval per server, waiting at most `refresh_wait`)."""
+    refresh_wait: Duration = Field(default=2.0, gt=0, le=30)
+
+
 @dataclass
 class Config:
     monitor: MonitorSettings
     servers: list[ServerConfig] = field(default_factory=list)
     webhooks: list[WebhookConfig] = field(default_factory=list)
+    decisions: DecisionSettings = field(default_factory=DecisionSettings)
+    aliases: dict[str, list[str]] = field(default_factory=dict)
+    """`[aliases]`: other names hosts know servers by, for any server (imported or registered over the
+    API as well as `[[servers]]`), by the server's name."""
     source: str = "(defaults)"
     skipped: list[str] = field(default_factory=list)
     """Imported entries that could not be used, one line each naming the entry and why."""
@@ -259,7 +289,7 @@ def load_config(path: str | Path | None) -> Config:
         raise ConfigError(f"{source}: not UTF-8 text") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
-    unknown = set(data) - {"monitor", "servers", "webhooks"}
+    unknown = set(data) - {"monitor", "servers", "webhooks", "decisions", "aliases"}
     if unknown:
         raise ConfigError(f"{source}: unknown section(s): {', '.join(sorted(unknown))}")
     monitor = _settings(_table(data, "monitor", source), source)
@@ -279,20 +309,44 @@ def load_config(path: str | Path | None) -> Config:
         _webhook(entry, f"{source}: webhooks[{i}]")
         for i, entry in enumerate(_array(data, "webhooks", source))
     ]
+    decisions = _model(DecisionSettings, data.get("decisions", {}), f"{source}: [decisions]")
+    aliases = _aliases(_table(data, "aliases", source), source)
     seen: set[str] = set()
     for server in servers:
         if server.name in seen:
             raise ConfigError(f"{source}: server {server.name!r} is defined twice")
         seen.add(server.name)
-    for server in servers:
-        for alias in server.aliases:
+    named = [*((server.name, server.aliases) for server in servers), *aliases.items()]
+    for name, its_aliases in named:
+        for alias in its_aliases:
             if alias in seen:
                 raise ConfigError(
-                    f"{source}: server {server.name!r}: alias {alias!r} is already the name "
-                    "or alias of a server"
+                    f"{source}: server {name!r}: alias {alias!r} is already the name or alias of a server"
                 )
             seen.add(alias)
-    return Config(monitor=monitor, servers=servers, webhooks=webhooks, source=source, skipped=skipped)
+    return Config(
+        monitor=monitor,
+        servers=servers,
+        webhooks=webhooks,
+        decisions=decisions,
+        aliases=aliases,
+        source=source,
+        skipped=skipped,
+    )
+
+
+def _aliases(table: dict[str, Any], source: str) -> dict[str, list[str]]:
+    """`[aliases]`: a server name -> a list of other names, each a name a server could have."""
+    pattern = re.compile(SERVER_NAME_PATTERN)
+    aliases: dict[str, list[str]] = {}
+    for name, value in table.items():
+        if not isinstance(value, list) or not all(isinstance(alias, str) for alias in value):
+            raise ConfigError(f"{source}: [aliases] {name}: must be a list of names")
+        bad = [alias for alias in value if not pattern.match(alias) or len(alias) > 200]
+        if bad:
+            raise ConfigError(f"{source}: [aliases] {name}: not a server name: {bad[0]!r}")
+        aliases[name] = list(value)
+    return aliases
 
 
 def _settings(values: dict[str, Any], source: str) -> MonitorSettings:

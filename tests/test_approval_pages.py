@@ -88,7 +88,7 @@ def test_server_page_shows_decisions_and_the_diff_page_approves(browser: TestCli
     assert decision_row(page.text, "lookup") == "allow"
     revoked = browser.post("/servers/search/revoke?tool=lookup", data={"csrf_token": csrf_of(page)})
     assert revoked.status_code == 303
-    assert decision_row(browser.get("/servers/search").text, "lookup") == "ask"
+    assert decision_row(browser.get("/servers/search").text, "lookup") == "deny", "revoked"
 
     history = browser.get("/servers/search/tools/lookup").text
     assert 'revoked <span class="tool">lookup</span>' in history

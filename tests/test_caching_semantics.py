@@ -1,5 +1,5 @@
-"""2026-07-28 caching semantics (SPEC section 5): `ttlMs`/`cacheScope` recorded with every poll and
-used for `session-stale`, listings whose pages straddle a change fetched again, and a listen
+"""2026-07-28 caching semantics (docs/contract.md section 5): `ttlMs`/`cacheScope` recorded with every poll
+and used for `session-stale`, listings whose pages straddle a change fetched again, and a listen
 acknowledgement that declines `toolsListChanged` raising `notifications-declined`.
 
 Real servers over stdio (tests/servers/fastmcp_server.py), real databases.

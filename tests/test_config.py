@@ -127,7 +127,7 @@ def test_import_mcp_servers_json(tmp_path: Path) -> None:
 def test_import_errors(tmp_path: Path) -> None:
     (tmp_path / "mcp.json").write_text('{"mcpServers": {"x": {"args": []}}}')
     path = write(tmp_path, '[monitor]\nimport = "mcp.json"\n')
-    config = load_config(path)  # one bad entry is reported by name and skipped (SPEC 11)
+    config = load_config(path)  # one bad entry is reported by name and skipped (docs/contract.md section 11)
     assert config.servers == []
     assert len(config.skipped) == 1 and "'x' skipped: command or url: one is required" in config.skipped[0]
     path = write(tmp_path, '[monitor]\nimport = "missing.json"\n')

@@ -171,7 +171,8 @@ def test_tofu_trusts_the_first_version_and_asks_about_later_tools(tofu: Demo) ->
 
     revoked = tofu.client.delete("/api/v1/servers/demo/approvals/lookup", params={"note": "re-check"})
     assert revoked.status_code == 200 and revoked.json()["action"] == "revoke"
-    assert tofu.decide("lookup")["decision"] == "ask"
+    after = tofu.decide("lookup")
+    assert after["decision"] == "deny" and after["reasons"] == ["revoked"], "revoking never weakens"
     assert tofu.client.delete("/api/v1/servers/demo/approvals/lookup").status_code == 404
     lookup_history = tofu.client.get("/api/v1/servers/demo/approvals", params={"tool": "lookup"}).json()
     assert [(h["action"], h["actor"]) for h in lookup_history] == [
@@ -422,7 +423,7 @@ def test_another_instance_sees_an_approval_at_its_next_decision(store: Store, da
     server_id = sync_servers(store, servers, T0)["demo"]
     record_poll(store, server_id, demo_tools(), T0)
     here = DecisionView(store.engine)
-    assert here.server("demo").verdict("lookup").decision == "ask"  # type: ignore[union-attr]
+    assert here.server("demo").view.verdict("lookup").decision == "ask"  # type: ignore[union-attr]
     other = make_engine(database_url)
     try:
         with Store(other).sessions.begin() as session:
@@ -437,7 +438,7 @@ def test_another_instance_sees_an_approval_at_its_next_decision(store: Store, da
             )
     finally:
         other.dispose()
-    assert here.server("demo").verdict("lookup").decision == "allow"  # type: ignore[union-attr]
+    assert here.server("demo").view.verdict("lookup").decision == "allow"  # type: ignore[union-attr]
 
 
 def test_kept_decisions_are_trimmed_to_the_newest_and_pruned_by_age(store: Store) -> None:

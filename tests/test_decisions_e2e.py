@@ -58,11 +58,15 @@ def run(*args: str, env: dict[str, str], stdin: str | None = None) -> subprocess
     )
 
 
-def hook_command(url: str, tool_name: str, env: dict[str, str], *flags: str) -> dict[str, Any]:
-    result = run(
+def hook_run(url: str, tool_name: str, env: dict[str, str], *flags: str) -> subprocess.CompletedProcess[str]:
+    return run(
         "hook", "claude-code", "--url", url, "--token-env", TOKEN_ENV, *flags,
         env=env, stdin=json.dumps(pre_tool_use(tool_name)),
     )  # fmt: skip
+
+
+def hook_command(url: str, tool_name: str, env: dict[str, str], *flags: str) -> dict[str, Any]:
+    result = hook_run(url, tool_name, env, *flags)
     assert result.returncode == 0, result.stderr
     answer: dict[str, Any] = json.loads(result.stdout)
     return answer
@@ -107,8 +111,10 @@ def test_review_approve_flip_and_the_claude_code_hook(tmp_path: Path) -> None:
             approved = run("approve", "demo", "--config", str(config), "--note", "reviewed", env=env)
             assert approved.returncode == 0, approved.stderr
             assert "approved 2 tool(s) of demo as in version 1" in approved.stdout
-            assert decision_of(http_hook("mcp__demo__lookup")) == "allow"
-            assert decision_of(hook_command(running.url, "mcp__demo__lookup", env)) == "allow"
+            # Approved and unchanged: no opinion, so Claude Code asks as it would without the hook
+            # (an explicit allow would skip its prompt: only `hook_allow_approved` opts into that).
+            assert http_hook("mcp__demo__lookup") == {}
+            assert hook_command(running.url, "mcp__demo__lookup", env) == {}
 
             tools_file.write_text(json.dumps(tools(lookup_read_only=False)))
             assert run("poll", "--config", str(config), env=env).returncode == 0
@@ -118,7 +124,7 @@ def test_review_approve_flip_and_the_claude_code_hook(tmp_path: Path) -> None:
             assert hook_command(running.url, "mcp__demo__lookup", env) == denied, (
                 "the command prints the same"
             )
-            assert decision_of(http_hook("mcp__demo__search")) == "allow"
+            assert http_hook("mcp__demo__search") == {}
 
             def sessions() -> list[tuple[str, str]]:
                 items = httpx.get(f"{running.url}/api/v1/sessions", headers=AUTH, timeout=30).json()["items"]
@@ -128,9 +134,9 @@ def test_review_approve_flip_and_the_claude_code_hook(tmp_path: Path) -> None:
             assert sessions() == [("abc123-claude-session", "claude-code")]
 
         stopped = f"http://127.0.0.1:{free_port()}"
-        closed = hook_command(stopped, "mcp__demo__lookup", env)
-        assert decision_of(closed) == "deny" and "could not be reached" in str(closed)
-        assert decision_of(hook_command(stopped, "mcp__demo__lookup", env, "--fail-open")) == "allow"
+        closed = hook_run(stopped, "mcp__demo__lookup", env)
+        assert closed.returncode == 2 and "could not be asked" in closed.stderr, "blocked: exit 2"
+        assert hook_command(stopped, "mcp__demo__lookup", env, "--fail-open") == {}, "no opinion"
         assert hook_command(stopped, "Read", env) == {}, "no opinion on tools that are not MCP tools"
         garbage = run("hook", "claude-code", "--url", stopped, env=env, stdin="not json")
-        assert decision_of(json.loads(garbage.stdout)) == "deny"
+        assert garbage.returncode == 2 and garbage.stdout == "", "unreadable and unanswered: blocked"

@@ -68,7 +68,7 @@ def listings(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 
 def spec_fingerprint(tools: list[dict[str, Any]]) -> str:
-    """SPEC section 2, written out literally with the stock JCS library."""
+    """docs/contract.md section 2, written out literally with the stock JCS library."""
     stripped = [{k: v for k, v in tool.items() if k != "_meta"} for tool in tools]
     stripped.sort(key=lambda tool: tool["name"].encode("utf-16-be"))
     return hashlib.sha256(rfc8785.dumps(stripped)).hexdigest()

@@ -1,4 +1,5 @@
-"""`listing-flapping` (SPEC section 5): a listing going back and forth is one alert, not a stream."""
+"""`listing-flapping` (docs/contract.md section 5): a listing going back and forth is one alert, not a
+stream."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Server imports from the files hosts write (SPEC 11): each format, bad entries, variables, SSE fallback."""
+"""Server imports from the files hosts write (docs/contract.md section 11): each format, bad entries,
+variables, SSE fallback."""
 
 from __future__ import annotations
 

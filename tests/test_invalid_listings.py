@@ -1,5 +1,6 @@
-"""Listings hosts reject are kept (SPEC sections 2 and 4): a schema-breaking listing is a version with
-its errors and a `listing-invalid` finding; a listing that cannot be read keeps its raw payload."""
+"""Listings hosts reject are kept (docs/contract.md sections 2 and 4): a schema-breaking listing is a
+version with its errors and a `listing-invalid` finding; a listing that cannot be read keeps its raw
+payload."""
 
 from __future__ import annotations
 

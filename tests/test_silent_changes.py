@@ -1,4 +1,5 @@
-"""`listing-changed-silently` only where silence proves something (SPEC section 5), through the real Store.
+"""`listing-changed-silently` only where silence proves something (docs/contract.md section 5), through
+the real Store.
 
 The watch state is what the watch manager records on the server row; here it is written directly, so
 each case says exactly which session covered the change.

@@ -1,4 +1,5 @@
-"""Alertmanager and PagerDuty sinks (SPEC 11) through the real outbox, against receivers shaped like them."""
+"""Alertmanager and PagerDuty sinks (docs/contract.md section 11) through the real outbox, against
+receivers shaped like them."""
 
 from __future__ import annotations
 

@@ -7,7 +7,9 @@ approved (docs/contract.md section 10). Everything about that lives here, one mo
 | module | role (layer) | what |
 |---|---|---|
 | `errors` | core | one error type per way a change to approvals can fail |
-| `policy` | core | the decision policy: approved, changed, never approved; the enforced annotations |
+| `policy` | core | the policy: approved, changed, revoked, never approved; enforced hints; freshness |
+| `names` | core | how hosts name servers and tools, and matching such a name to a monitored server |
+| `inputs` | core | reading a host's hook input, whatever it is, for the few fields a decision needs |
 | `records` | store | the API shapes of an approval event and of a kept decision |
 | `storage` | store | the approval history (events kept forever) and the kept decisions |
 | `cache` | store | the per-process decision cache, valid for one generation of the database |
@@ -15,7 +17,8 @@ approved (docs/contract.md section 10). Everything about that lives here, one mo
 | `recorder` | notify | decisions' writes (kept decisions, host-session beats) on a thread of their own |
 | `point` | notify | the decision point: the cache, the recorder and the counters behind every adapter |
 | `api` | webapp | `/api/v1/servers/{name}/approvals`, `/api/v1/decisions`, enforced annotations |
-| `hooks` | webapp | the hosts' shapes of a decision: Claude Code's hook, ToolHive's PDP |
+| `hooks` | webapp | the hosts' shapes: Claude Code's, Codex's and Gemini CLI's hooks, ToolHive's PDP |
 | `pages` | webapp | approving and revoking from the dashboard |
-| `cli` | cli | `drift-monitor approve`, `revoke` and `hook` |
+| `cli` | cli | `drift-monitor approve`, `revoke` |
+| `hookcommand` | cli | `drift-monitor hook HOST`: a command hook, standard library only, failing closed |
 """

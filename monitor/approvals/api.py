@@ -298,12 +298,12 @@ class EnforcedOut(BaseModel):
     responses=not_found("server"),
 )
 def enforced(name: ServerName, point: Point) -> EnforcedOut:
-    view = point.view.server(name)
-    if view is None:
+    current = point.current(name)
+    if current is None:
         raise HTTPException(404, f"no server named {name!r}")
+    view, verdicts = current
     tools = {}
-    for tool in sorted(view.tools):
-        verdict = view.verdict(tool)
+    for tool, verdict in verdicts.items():
         tools[tool] = EnforcedTool(
             decision=verdict.decision.value,
             approved_version=verdict.approved_version,

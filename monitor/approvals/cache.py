@@ -1,40 +1,53 @@
-"""The decision cache: an in-process view of what decisions need, valid for one database generation.
+"""The decision cache: what decisions need, kept per process and checked in commit order.
 
 Decisions must be fast and never wait on a poll, so each process keeps, per server, the current
-listing and the approved definitions, and the verdict of each tool once computed. The view is
-valid for one *generation* of the database: the newest snapshot, approval event and server ids,
-read in one indexed statement per request. A poll that stores a new version, an approval, a
-revocation, a mode change or a server registered or deleted on any instance sharing the database
-moves the generation, and the next request rebuilds what it needs.
+listing and the approved definitions, and the verdict of each tool once computed. At every decision
+one indexed statement reads the server's row: its `decision_generation` (moved by every transaction
+that changes a version, an approval, a revocation or a mode, on any instance) says whether the kept
+view is still the server's, and the same row gives what changes with every poll and is never kept:
+when the listing was last verified, and whether the newest answer was refused. The statement also
+reads the generation of the server names (moved when a server is registered or deleted, or its
+aliases change), which says whether the kept names are current. A counter moves when its
+transaction commits, so a cache that compares it follows commit order on both databases
+(`monitor.store.generations`).
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from monitor.approvals.policy import ApprovedTool, Verdict, decide
-from monitor.approvals.storage import approved_tools
+from monitor.approvals.storage import approval_state
 from monitor.core.states import ApprovalMode
-from monitor.store.models import Approval, Listing, ListingTool, Server, Snapshot, ToolDefinition
+from monitor.store.models import DecisionNames, Listing, ListingTool, Server, Snapshot, ToolDefinition
 
-Generation = tuple[Any, ...]
+MAX_KEPT = 10_000
+"""Servers (and verdicts per server) kept at most: names nobody monitors cannot grow memory."""
 
-_GENERATION = select(
-    select(func.max(Snapshot.id)).scalar_subquery(),
-    select(func.max(Approval.id)).scalar_subquery(),
-    select(func.max(Server.id)).scalar_subquery(),
-    select(func.count(Server.id)).scalar_subquery(),
-)
+
+@dataclass(frozen=True)
+class ServerState:
+    """What a decision reads of a server's row every time: what every poll may change."""
+
+    server_id: int
+    name: str
+    generation: int
+    last_verified: datetime | None
+    """The server's last successful poll."""
+    last_polled: datetime | None
+    unverifiable_reason: str | None
+    interval_seconds: float | None
 
 
 @dataclass
 class ServerView:
-    """What decisions about one server's tools need, read once per generation."""
+    """What decisions about one server's tools need, read once per generation of the server."""
 
     server_id: int
     name: str
@@ -44,6 +57,7 @@ class ServerView:
     tools: dict[str, tuple[str, dict[str, Any]]]
     """The current listing's tools: name -> (definition fingerprint, definition)."""
     approved: dict[str, ApprovedTool]
+    revoked: frozenset[str]
     verdicts: dict[str, Verdict] = field(default_factory=dict)
 
     def verdict(self, tool: str) -> Verdict:
@@ -58,6 +72,7 @@ class ServerView:
             current=current[1] if current else None,
             current_fingerprint=current[0] if current else None,
             approved=self.approved.get(tool),
+            revoked=tool in self.revoked,
         )
         if len(self.verdicts) < 10_000 or tool in self.tools:  # unknown names cannot grow it unbounded
             self.verdicts[tool] = verdict
@@ -80,6 +95,7 @@ def load_server_view(session: Session, server: Server) -> ServerView:
             .where(ListingTool.listing_id == current.listing_id)
         ):
             tools[name] = (fingerprint, definition)
+    approvals = approval_state(session, server)
     return ServerView(
         server_id=server.id,
         name=server.name,
@@ -87,37 +103,84 @@ def load_server_view(session: Session, server: Server) -> ServerView:
         current_version=current.version if current else None,
         current_fingerprint=current.fingerprint if current else None,
         tools=tools,
-        approved=approved_tools(session, server),
+        approved=approvals.approved,
+        revoked=approvals.revoked,
     )
 
 
+@dataclass(frozen=True)
+class Lookup:
+    """A server looked up at one decision: its kept view and its state now (None: no such server),
+    and the generation of the server names at that moment."""
+
+    names_generation: int
+    view: ServerView | None = None
+    state: ServerState | None = None
+
+
 class DecisionView:
-    """Per-process cache of `ServerView`s, valid while the database's generation stays the same."""
+    """Per-process cache of `ServerView`s and of the server names, each checked at every decision."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         self._lock = threading.Lock()
-        self._generation: Generation | None = None
-        self._servers: dict[str, ServerView | None] = {}
+        self._views: dict[str, tuple[int, ServerView]] = {}
+        self._names: tuple[int, dict[str, list[str]]] | None = None
 
-    def generation(self) -> Generation:
+    def server(self, name: str) -> Lookup:
+        """The server named `name`: one indexed statement, and the view rebuilt only when its
+        generation moved since it was kept."""
         with self.engine.connect() as connection:
-            return tuple(connection.execute(_GENERATION).one())
-
-    def server(self, name: str) -> ServerView | None:
-        """The view of the server named `name` (None: no such server), current as of this call."""
-        generation = self.generation()
+            row = connection.execute(
+                select(
+                    DecisionNames.generation,
+                    Server.id,
+                    Server.decision_generation,
+                    Server.last_success_at,
+                    Server.last_poll_at,
+                    Server.unverifiable_reason,
+                    Server.interval_seconds,
+                )
+                .select_from(DecisionNames)
+                .outerjoin(Server, Server.name == name)
+                .where(DecisionNames.id == 1)
+            ).one()
+        names_generation = int(row[0])
+        if row.id is None:
+            return Lookup(names_generation)
+        state = ServerState(row.id, name, *row[2:])
         with self._lock:
-            if generation != self._generation:
-                self._servers = {}
-                self._generation = generation
-            if name in self._servers:
-                return self._servers[name]
+            kept = self._views.get(name)
+        if kept is not None and kept[0] == state.generation:
+            return Lookup(names_generation, kept[1], state)
         with self.sessions() as session:
-            row = session.scalar(select(Server).where(Server.name == name))
-            view = load_server_view(session, row) if row is not None else None
+            server = session.get(Server, state.server_id)
+            if server is None:
+                return Lookup(names_generation)
+            view = load_server_view(session, server)
         with self._lock:
-            if self._generation == generation and len(self._servers) < 10_000:
-                self._servers[name] = view
-        return view
+            if name in self._views or len(self._views) < MAX_KEPT:
+                self._views[name] = (state.generation, view)
+        return Lookup(names_generation, view, state)
+
+    def names(self, *, refresh: bool = False) -> tuple[int, dict[str, list[str]]]:
+        """Every monitored server's name -> its aliases set over the API, and their generation: the
+        kept ones, or read again (`refresh`, when a lookup saw that they changed)."""
+        with self._lock:
+            kept = self._names
+        if kept is not None and not refresh:
+            return kept
+        with self.sessions() as session:
+            current = int(session.scalar(select(DecisionNames.generation).where(DecisionNames.id == 1)) or 0)
+            rows = session.execute(select(Server.name, Server.aliases)).all()
+        names = {name: [str(a) for a in aliases or ()] for name, aliases in rows}
+        with self._lock:
+            if self._names is None or self._names[0] <= current:
+                self._names = (current, names)
+        return current, names
+
+    def names_generation(self) -> int:
+        """The names' generation now (one statement), for a name no kept name matched."""
+        with self.engine.connect() as connection:
+            return int(connection.scalar(select(DecisionNames.generation).where(DecisionNames.id == 1)) or 0)

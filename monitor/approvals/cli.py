@@ -1,18 +1,15 @@
-"""The commands of the decision point: approve, revoke, and `hook claude-code` (a command hook)."""
+"""The commands of the decision point: approve, revoke, and `hook` (`monitor.approvals.hookcommand`,
+which `monitor.cli` runs before loading this parser)."""
 
 from __future__ import annotations
 
 import argparse
 import getpass
-import json
-import os
-import sys
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from monitor.approvals import hookcommand
 from monitor.cli.common import EXIT_OK, CommandError, config_option, load, open_store
 
 if TYPE_CHECKING:
@@ -48,24 +45,14 @@ def register(commands: Any) -> None:
     revoke.add_argument("--note", default="", help="why: kept with the revocation")
     revoke.set_defaults(run=_run_revoke)
 
-    hook = commands.add_parser("hook", help="answer a host's hook from a running monitor (stdin to stdout)")
-    hosts = hook.add_subparsers(dest="host", required=True, metavar="HOST")
-    claude = hosts.add_parser(
-        "claude-code",
-        help="a Claude Code PreToolUse command hook: deny when the monitor cannot answer, unless --fail-open",
+    hook = commands.add_parser(
+        "hook",
+        help="a host's command hook (claude-code, codex, gemini-cli): asks a running monitor before each "
+        "tool call, stdin to stdout, and blocks the call (exit 2) when it cannot answer",
+        add_help=False,
     )
-    claude.add_argument("--url", required=True, help="the monitor's base URL, e.g. http://127.0.0.1:8000")
-    claude.add_argument(
-        "--token-env",
-        default="DRIFT_MONITOR_API_TOKEN",
-        metavar="NAME",
-        help="the environment variable holding the API token (default DRIFT_MONITOR_API_TOKEN)",
-    )
-    claude.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS", help="default 5")
-    claude.add_argument(
-        "--fail-open", action="store_true", help="allow the call when the monitor cannot answer"
-    )
-    claude.set_defaults(run=_run_claude_code_hook)
+    hook.add_argument("rest", nargs=argparse.REMAINDER)
+    hook.set_defaults(run=lambda args: hookcommand.main(args.rest))
 
 
 def _actor() -> str:
@@ -119,57 +106,3 @@ def _change(config: Config, change: Callable[[Session, datetime], T]) -> T:
         raise CommandError(str(exc)) from None
     finally:
         store.engine.dispose()
-
-
-def _hook_output(decision: str, reason: str) -> dict[str, Any]:
-    return {
-        "hookSpecificOutput": {
-            "hookEventName": "PreToolUse",
-            "permissionDecision": decision,
-            "permissionDecisionReason": reason,
-        }
-    }
-
-
-def _unanswered(args: argparse.Namespace, what: str) -> dict[str, Any]:
-    """Fail closed (deny), or open with --fail-open, saying which and why."""
-    outcome = "allowed: fail-open" if args.fail_open else "denied: fail-closed"
-    return _hook_output(
-        "allow" if args.fail_open else "deny", f"drift-monitor at {args.url} {what} ({outcome})"
-    )
-
-
-def _run_claude_code_hook(args: argparse.Namespace) -> int:
-    """Claude Code runs this with the hook input on stdin and reads the decision from stdout (exit 0)."""
-    fallback = "allow" if args.fail_open else "deny"
-    raw = sys.stdin.buffer.read()
-    try:
-        hook = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        hook = None
-    if not isinstance(hook, dict) or not isinstance(hook.get("tool_name"), str):
-        reason = "drift-monitor: the hook input is not a Claude Code PreToolUse input"
-        print(json.dumps(_hook_output(fallback, reason)))
-        return EXIT_OK
-    if not hook["tool_name"].startswith("mcp__"):
-        print("{}")  # not an MCP tool: no opinion, whether or not the monitor is up
-        return EXIT_OK
-    url = args.url.rstrip("/")
-    if not url.endswith(HOOK_PATH):
-        url += HOOK_PATH
-    headers = {"Content-Type": "application/json"}
-    token = (os.environ.get(args.token_env) or "").strip()
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(url, data=raw, headers=headers, method="POST")  # noqa: S310 - a URL the user gave
-    try:
-        with urllib.request.urlopen(request, timeout=args.timeout) as response:  # noqa: S310
-            answer = json.loads(response.read())
-        if not isinstance(answer, dict):
-            raise ValueError("the answer is not a JSON object")
-    except urllib.error.HTTPError as exc:
-        answer = _unanswered(args, f"answered HTTP {exc.code}")
-    except (OSError, ValueError) as exc:
-        answer = _unanswered(args, f"could not be reached ({getattr(exc, 'reason', exc)})")
-    print(json.dumps(answer))
-    return EXIT_OK

@@ -1,9 +1,19 @@
 """Host adapters (docs/contract.md sections 10 and 11): a decision in the shapes hosts send and expect.
 
-`POST /api/v1/decisions` (`monitor.approvals.api`) is the general form; the Claude Code
-`PreToolUse` hook and the ToolHive HTTP PDP are the same decision, asked of the same
-`DecisionPoint`. Handlers are sync (a decision may read the database), so FastAPI runs them in its
-threadpool, off the event loop.
+`POST /api/v1/decisions` (`monitor.approvals.api`) is the general form; each host's hook asks the same
+`DecisionPoint`, then answers in the host's own terms without widening what the host allows on its
+own (docs/approvals.md has each host's contract, with its sources):
+
+- Claude Code `PreToolUse` (HTTP or command hook): `allow` skips Claude Code's own prompt, so an
+  approved tool gets no opinion (`{}`) unless `[decisions] hook_allow_approved` opts in.
+- Codex `PreToolUse` (command hook): it takes only a deny; `ask` is answered as a deny that says a
+  person must approve the tool first (Codex runs a tool whose hook says "ask").
+- Gemini CLI `BeforeTool` (command hook): deny, ask, or no opinion; `mcp_context` names the server.
+- ToolHive's HTTP PDP: `{"allow": bool}`; it has no prompt, so only an allow lets a call run.
+
+A host lets the call run when its hook fails (a non-2xx answer, a timeout, an unreadable answer), so
+every authenticated request is answered 200: an input that cannot be read, nested too deeply or
+larger than the limit is a deny with the reason. A decision never reads the tool's input.
 """
 
 from __future__ import annotations
@@ -11,13 +21,17 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+from collections.abc import Callable
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 
 from monitor.approvals.api import Point
-from monitor.approvals.point import Answer, DecisionPoint
+from monitor.approvals.inputs import Unreadable, read_object
+from monitor.approvals.names import claude_name, exact_name, gemini_name
+from monitor.approvals.point import Answer, DecisionPoint, Unmonitored
 from monitor.core.ijson import storable
 from monitor.core.states import DecisionKind
 from monitor.core.text import make_visible
@@ -33,79 +47,252 @@ router = APIRouter(
     default_response_class=ApiJSONResponse,
 )
 TOOLHIVE_DECISION_PATH = "/api/v1/pdp/toolhive/decision"
+HOOK_PATHS = frozenset(
+    {"/api/v1/hooks/claude-code", "/api/v1/hooks/codex", "/api/v1/hooks/gemini-cli", TOOLHIVE_DECISION_PATH}
+)
+"""Paths that read their body themselves, so that one over the size limit is answered, not refused."""
+REASON_LIMIT = 2000
+"""Characters of a reason sent to a host (Claude Code caps its hook output at 10,000)."""
 
 
-# --- Claude Code ---------------------------------------------------------------------------------
-
-
-class PreToolUseIn(BaseModel):
-    """A Claude Code hook input. Fields Claude Code adds later are accepted and ignored."""
+class HookInput(BaseModel):
+    """A `PreToolUse` (Claude Code, Codex) or `BeforeTool` (Gemini CLI) hook input: what the OpenAPI
+    document shows. The handlers read the body themselves and never reject it."""
 
     model_config = ConfigDict(extra="allow")
 
-    session_id: str | None = Field(default=None, max_length=200)
-    hook_event_name: str = Field(max_length=100)
-    tool_name: str = Field(max_length=1000)
+    hook_event_name: str
+    tool_name: str
+    session_id: str | None = None
     tool_input: Any = None
-    transcript_path: str | None = None
-    cwd: str | None = None
-    tool_use_id: str | None = None
+    mcp_context: dict[str, Any] | None = Field(default=None, description="Gemini CLI: the MCP server")
+
+
+def _documented(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+async def read_input(request: Request, limit: int) -> dict[str, Any] | str:
+    """The hook input's JSON object, or why it cannot be read (never an exception)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return f"the hook input is larger than the {limit}-byte limit"
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return f"the hook input is larger than the {limit}-byte limit"
+        chunks.append(chunk)
+    try:
+        return read_object(b"".join(chunks))
+    except Unreadable as exc:
+        return str(exc)
+
+
+def _string(value: Any) -> str | None:
+    return value if isinstance(value, str) and storable(value) else None
+
+
+def _reason(text: str) -> str:
+    reason = f"drift-monitor: {make_visible(text)}"
+    return reason if len(reason) <= REASON_LIMIT else reason[: REASON_LIMIT - 1] + "…"
+
+
+def _opinion(point: DecisionPoint, found: Answer | Unmonitored) -> tuple[DecisionKind, str] | None:
+    """What a host that has its own prompt should hear: None for no opinion (an approved tool, a
+    server whose decisions are off, an unmonitored server under `unmonitored = "none"`)."""
+    settings = point.config.decisions
+    if isinstance(found, Unmonitored):
+        if settings.unmonitored == "none":
+            return None
+        return DecisionKind(settings.unmonitored), (
+            f"no monitored server is named {found.name!r} ([decisions] unmonitored = "
+            f"{settings.unmonitored!r})"
+        )
+    verdict = found.verdict
+    if verdict.decision == DecisionKind.ALLOW:
+        if verdict.reason_code == "approved" and settings.hook_allow_approved:
+            return DecisionKind.ALLOW, verdict.reason
+        return None
+    return verdict.decision, verdict.reason
+
+
+# --- Claude Code and Codex ------------------------------------------------------------------------
 
 
 class HookSpecificOutput(BaseModel):
     hookEventName: Literal["PreToolUse"] = "PreToolUse"
-    permissionDecision: Literal["allow", "ask", "deny"]
+    permissionDecision: DecisionKind
     permissionDecisionReason: str
 
 
 class HookOut(BaseModel):
-    """With an opinion, `hookSpecificOutput`; without one (not an MCP tool, or a server the monitor
-    does not know) an empty object, so Claude Code's own permission rules decide as without the hook."""
+    """With an opinion, `hookSpecificOutput`; without one an empty object, so the host's own permission
+    rules decide as they would without the hook."""
 
     hookSpecificOutput: HookSpecificOutput | None = None
 
 
-def split_mcp_tool_name(name: str) -> tuple[str, str] | None:
-    """`mcp__<server>__<tool>` -> (server, tool); None for tools that are not MCP tools."""
-    if not name.startswith("mcp__"):
-        return None
-    server, separator, tool = name[len("mcp__") :].partition("__")
-    if not separator or not server or not tool:
-        return None
-    return server, tool
-
-
-def claude_code_answer(point: DecisionPoint, hook: PreToolUseIn) -> HookOut:
-    split = split_mcp_tool_name(hook.tool_name)
-    if hook.hook_event_name != "PreToolUse" or split is None:
-        return HookOut()
-    host_name, tool = split
-    if not storable(tool) or (hook.session_id is not None and not storable(hook.session_id)):
-        return HookOut()
-    answer = point.decide(
-        point.server_name(host_name), tool, session_id=hook.session_id or None, client="claude-code"
-    )
-    if answer is None:
-        return HookOut()
+def _pre_tool_use(decision: DecisionKind, reason: str) -> HookOut:
     return HookOut(
         hookSpecificOutput=HookSpecificOutput(
-            permissionDecision=answer.verdict.decision.value,
-            permissionDecisionReason=_hook_reason(answer),
+            permissionDecision=decision, permissionDecisionReason=_reason(reason)
         )
     )
 
 
-def _hook_reason(answer: Answer) -> str:
-    return f"drift-monitor: {make_visible(answer.verdict.reason)}"
+def _mcp_tool(point: DecisionPoint, host: str, hook: dict[str, Any]) -> Answer | Unmonitored | str | None:
+    """The decision about a `mcp__<server>__<tool>` call, why the input cannot be judged, or None
+    when it is not a `PreToolUse` call of an MCP tool (not the monitor's business)."""
+    tool_name = hook.get("tool_name")
+    if not isinstance(tool_name, str) or not isinstance(hook.get("hook_event_name"), str):
+        return "the hook input has no tool_name or hook_event_name"
+    if hook["hook_event_name"] != "PreToolUse" or not tool_name.startswith("mcp__"):
+        return None
+    if not storable(tool_name):
+        return "the tool name holds characters no server name or tool name can have"
+    return point.decide_for_host(
+        host,
+        tool_name,
+        prefix="mcp__",
+        separator="__",
+        normalise=claude_name,
+        session_id=_string(hook.get("session_id")),
+        client=host,
+    )
+
+
+def claude_code_answer(point: DecisionPoint, hook: dict[str, Any] | str) -> HookOut:
+    found = _mcp_tool(point, "claude-code", hook) if isinstance(hook, dict) else hook
+    if found is None:
+        return HookOut()
+    if isinstance(found, str):
+        return _pre_tool_use(DecisionKind.DENY, found)
+    opinion = _opinion(point, found)
+    return HookOut() if opinion is None else _pre_tool_use(*opinion)
+
+
+def codex_answer(point: DecisionPoint, hook: dict[str, Any] | str) -> HookOut:
+    """Codex takes a deny (with a reason) or no opinion: an `allow` or `ask` from a hook is an error
+    there, and Codex then runs the tool. So `ask` is answered as a deny saying why."""
+    found = _mcp_tool(point, "codex", hook) if isinstance(hook, dict) else hook
+    if found is None:
+        return HookOut()
+    if isinstance(found, str):
+        return _pre_tool_use(DecisionKind.DENY, found)
+    opinion = _opinion(point, found)
+    if opinion is None or opinion[0] == DecisionKind.ALLOW:
+        return HookOut()
+    decision, reason = opinion
+    if decision == DecisionKind.ASK:
+        reason = f"a person must approve this call first (Codex hooks cannot ask): {reason}"
+    return _pre_tool_use(DecisionKind.DENY, reason)
+
+
+HookAnswer = Callable[[DecisionPoint, "dict[str, Any] | str"], BaseModel]
+
+
+async def _answer_hook(
+    request: Request, point: DecisionPoint, web: WebContext, answer: HookAnswer
+) -> Response:
+    hook = await read_input(request, web.config.monitor.max_request_bytes)
+    result = await run_in_threadpool(answer, point, hook)
+    return ApiJSONResponse(result.model_dump(exclude_none=True))
 
 
 @router.post(
     "/hooks/claude-code",
-    summary="Claude Code PreToolUse HTTP hook: the decision as permissionDecision",
+    summary="Claude Code PreToolUse hook: deny, ask, or no opinion (allow only when opted in)",
+    response_model=HookOut,
     response_model_exclude_none=True,
+    openapi_extra=_documented(HookInput),
 )
-def claude_code_hook(body: PreToolUseIn, point: Point) -> HookOut:
-    return claude_code_answer(point, body)
+async def claude_code_hook(request: Request, point: Point, web: Web) -> Response:
+    return await _answer_hook(request, point, web, claude_code_answer)
+
+
+@router.post(
+    "/hooks/codex",
+    summary="Codex PreToolUse hook: deny (an ask is a deny) or no opinion",
+    response_model=HookOut,
+    response_model_exclude_none=True,
+    openapi_extra=_documented(HookInput),
+)
+async def codex_hook(request: Request, point: Point, web: Web) -> Response:
+    return await _answer_hook(request, point, web, codex_answer)
+
+
+# --- Gemini CLI ------------------------------------------------------------------------------------
+
+
+class GeminiOut(BaseModel):
+    """Gemini CLI's hook output: `deny` (the reason goes to the model) or `ask`; empty: no opinion."""
+
+    decision: DecisionKind | None = None
+    reason: str | None = None
+    systemMessage: str | None = None
+
+
+def gemini_answer(point: DecisionPoint, hook: dict[str, Any] | str) -> GeminiOut:
+    """MCP tools are `mcp_<server>_<tool>`, and `mcp_context` names the server and the tool as they
+    are (the flat name is ambiguous when a server name holds `_`), so the context is used when sent."""
+    if isinstance(hook, str):
+        return GeminiOut(decision=DecisionKind.DENY, reason=_reason(hook))
+    tool_name, event = hook.get("tool_name"), hook.get("hook_event_name")
+    if not isinstance(tool_name, str) or not isinstance(event, str):
+        return GeminiOut(
+            decision=DecisionKind.DENY, reason=_reason("the hook input has no tool_name or hook_event_name")
+        )
+    context = hook.get("mcp_context")
+    if event != "BeforeTool" or (not tool_name.startswith("mcp_") and not isinstance(context, dict)):
+        return GeminiOut()
+    session_id = _string(hook.get("session_id"))
+    found: Answer | Unmonitored
+    if (
+        isinstance(context, dict)
+        and _string(context.get("server_name"))
+        and _string(context.get("tool_name"))
+    ):
+        found = point.decide_for_named_host(
+            "gemini-cli",
+            context["server_name"],
+            context["tool_name"],
+            normalise=exact_name,
+            session_id=session_id,
+            client="gemini-cli",
+        )
+    elif storable(tool_name):
+        found = point.decide_for_host(
+            "gemini-cli",
+            tool_name,
+            prefix="mcp_",
+            separator="_",
+            normalise=gemini_name,
+            session_id=session_id,
+            client="gemini-cli",
+        )
+    else:
+        return GeminiOut(
+            decision=DecisionKind.DENY, reason=_reason("the tool name holds characters no tool can have")
+        )
+    opinion = _opinion(point, found)
+    if opinion is None or opinion[0] == DecisionKind.ALLOW:  # Gemini's allow only goes on to its policy
+        return GeminiOut()
+    decision, reason = opinion
+    return GeminiOut(decision=decision, reason=_reason(reason), systemMessage=_reason(reason))
+
+
+@router.post(
+    "/hooks/gemini-cli",
+    summary="Gemini CLI BeforeTool hook: deny, ask, or no opinion",
+    response_model=GeminiOut,
+    response_model_exclude_none=True,
+    openapi_extra=_documented(HookInput),
+)
+async def gemini_hook(request: Request, point: Point, web: Web) -> Response:
+    return await _answer_hook(request, point, web, gemini_answer)
 
 
 # --- ToolHive ------------------------------------------------------------------------------------
@@ -156,30 +343,44 @@ class PdpOut(BaseModel):
     allow: bool
 
 
-def toolhive_answer(point: DecisionPoint, porc: PorcIn) -> PdpOut:
+def toolhive_answer(point: DecisionPoint, porc: dict[str, Any] | str) -> PdpOut:
     """Only tool calls are the monitor's business: other operations are allowed. ToolHive has no
-    dialog, so `ask` is answered as not allowed until a person approves the tool."""
-    if porc.operation != "mcp:tool:call":
+    prompt, so only an allow lets a call run: `ask` is not allowed until a person approves the tool,
+    and an unmonitored server is allowed only under `unmonitored = "none"`."""
+    if isinstance(porc, str):
+        return PdpOut(allow=False)
+    operation, resource = porc.get("operation"), porc.get("resource")
+    if not isinstance(operation, str) or not isinstance(resource, str):
+        return PdpOut(allow=False)
+    if operation != "mcp:tool:call":
         return PdpOut(allow=True)
-    prefix, _, rest = porc.resource.partition("mrn:mcp:")
+    prefix, _, rest = resource.partition("mrn:mcp:")
     host_name, _, feature_and_tool = rest.partition(":")
     feature, _, tool = feature_and_tool.partition(":")
-    if prefix or feature != "tool" or not host_name or not tool or not storable(tool):
+    if prefix or feature != "tool" or not host_name or not tool or not storable(resource):
         return PdpOut(allow=False)
-    subject = porc.principal.get("sub")
-    answer = point.decide(
-        point.server_name(host_name),
+    principal = porc.get("principal")
+    subject = _string(principal.get("sub")) if isinstance(principal, dict) else None
+    found = point.decide_for_named_host(
+        "toolhive",
+        host_name,
         tool,
-        client=f"toolhive ({subject})" if isinstance(subject, str) and storable(subject) else "toolhive",
+        normalise=exact_name,
+        client=f"toolhive ({subject})" if subject else "toolhive",
     )
-    if answer is None:
-        return PdpOut(allow=True)
-    return PdpOut(allow=answer.verdict.decision == DecisionKind.ALLOW)
+    if isinstance(found, Unmonitored):
+        return PdpOut(allow=point.config.decisions.unmonitored == "none")
+    return PdpOut(allow=found.verdict.decision == DecisionKind.ALLOW)
 
 
-@pdp.post(TOOLHIVE_DECISION_PATH, summary="ToolHive HTTP PDP (httpv1): the decision as allow true/false")
-def toolhive_decision(body: PorcIn, point: Point) -> PdpOut:
-    return toolhive_answer(point, body)
+@pdp.post(
+    TOOLHIVE_DECISION_PATH,
+    summary="ToolHive HTTP PDP (httpv1): the decision as allow true/false",
+    response_model=PdpOut,
+    openapi_extra=_documented(PorcIn),
+)
+async def toolhive_decision(request: Request, point: Point, web: Web) -> Response:
+    return await _answer_hook(request, point, web, toolhive_answer)
 
 
 def is_toolhive_request(web_request: Request) -> bool:

@@ -38,9 +38,9 @@ DASHBOARD = "dashboard"
 def server_approvals(request: Request, session: Session, server: ServerRecord) -> dict[str, Any]:
     """What the server page shows about approvals: each current tool's decision, the history and
     the kept decisions, and whether the person may approve."""
-    view = point_of(request).view.server(server.name)
+    current = point_of(request).current(server.name)
     row = session.get_one(Server, server.id)
-    verdicts = {name: view.verdict(name) for name in sorted(view.tools)} if view else {}
+    verdicts = current[1] if current else {}
     return {
         "approval_mode": server.approval,
         "verdicts": verdicts,

@@ -1,31 +1,46 @@
-"""The decision point of one process: the decision cache, the session heart-beats and the counters.
+"""The decision point of one process: names, the decision cache, freshness, the writes and the counters.
 
-Every adapter (the decision API, the Claude Code hook, the ToolHive PDP) asks `DecisionPoint.decide`,
-so they answer alike, count alike in /metrics and keep their non-allow answers alike. An allow from
-a fresh view costs one indexed read; only non-allow answers and session beats write.
+Every adapter (the decision API, each host's hook, the ToolHive PDP) asks this one object, so they
+answer alike, count alike in /metrics and keep their non-allow answers alike. A decision costs one
+indexed read when nothing changed; only non-allow answers, session beats and unmonitored names write,
+and they are written off the request path (`monitor.approvals.recorder`).
+
+It fails closed: a verdict rests on the cached listing only while the monitor verified that listing
+recently (`monitor.approvals.policy.verified`); a host's name is matched the host's way against every
+monitored name and alias, longest first; a name that matches nothing is `Unmonitored`, which each
+adapter answers as `[decisions] unmonitored` says, and which is counted and listed, never silent.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from monitor.approvals.cache import DecisionView, ServerView
-from monitor.approvals.policy import Verdict
-from monitor.approvals.recorder import DecisionRecorder, DecisionWrite, SessionBeats
+from monitor.approvals.cache import MAX_KEPT, DecisionView, Lookup, ServerState, ServerView
+from monitor.approvals.names import Normalise, ServerNames, exact_name, tool_candidates
+from monitor.approvals.policy import Verdict, Verification, verified
+from monitor.approvals.recorder import DecisionRecorder, DecisionWrite, SessionBeats, UnmonitoredCall
 from monitor.config import Config
+from monitor.core.ijson import storable
 from monitor.core.states import DecisionKind
 from monitor.metrics import DECISION_DURATION
 from monitor.store import Store
 
+STALE_AFTER_INTERVALS = 3
+"""By default a server's last good listing is trusted for this many of its poll intervals."""
+
 
 @dataclass(frozen=True)
 class Answer:
+    """The decision about one tool of one monitored server."""
+
     server: ServerView
     tool: str
     verdict: Verdict
@@ -39,18 +54,31 @@ class Answer:
         }
 
 
+@dataclass(frozen=True)
+class Unmonitored:
+    """A host asked about a server the monitor does not know: its name as the host wrote it."""
+
+    name: str
+
+
 class DecisionCounts:
-    """Decisions answered by this process, by decision and reason (a Prometheus collector)."""
+    """Decisions answered by this process, by decision and reason, and the calls about unmonitored
+    servers, by host (a Prometheus collector)."""
 
     def __init__(self, dropped: Callable[[], int]) -> None:
         self._lock = threading.Lock()
         self._counts: Counter[tuple[str, str]] = Counter()
+        self._unmonitored: Counter[str] = Counter()
         self._dropped = dropped
 
     def add(self, verdict: Verdict) -> None:
         with self._lock:
             for reason in verdict.reasons:
                 self._counts[verdict.decision.value, reason] += 1
+
+    def add_unmonitored(self, host: str) -> None:
+        with self._lock:
+            self._unmonitored[host] += 1
 
     def describe(self) -> list[Metric]:
         return []
@@ -62,32 +90,49 @@ class DecisionCounts:
             "counted under its main reason).",
             labels=["decision", "reason"],
         )
+        unmonitored = CounterMetricFamily(
+            "drift_monitor_unmonitored_calls",
+            "Calls hosts asked about whose server the monitor does not know, by host adapter.",
+            labels=["host"],
+        )
         with self._lock:
             items = sorted(self._counts.items())
+            hosts = sorted(self._unmonitored.items())
         for (decision, reason), count in items:
             family.add_metric([decision, reason], count)
+        for host, count in hosts:
+            unmonitored.add_metric([host], count)
         dropped = CounterMetricFamily(
             "drift_monitor_decision_records_dropped",
             "Decisions this process could not keep for review because too many were waiting to be written.",
         )
         dropped.add_metric([], self._dropped())
-        return [family, dropped]
+        return [family, unmonitored, dropped]
+
+
+PollNow = Callable[[str], Awaitable[object]]
 
 
 class DecisionPoint:
     """What every adapter asks: one per web app, kept on `app.state.decision_point`."""
 
-    def __init__(self, store: Store, config: Config, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        clock: Callable[[], datetime],
+        poll_now: PollNow | None = None,
+    ) -> None:
         self.config = config
         self.clock = clock
         self.view = DecisionView(store.engine)
         self.beats = SessionBeats()
         self.recorder = DecisionRecorder(store, keep=config.monitor.decisions_kept)
         self.counts = DecisionCounts(lambda: self.recorder.dropped)
-
-    def server_name(self, host_name: str) -> str:
-        """The monitor's name for a server a host calls `host_name` (config `aliases`)."""
-        return aliases(self.config).get(host_name, host_name)
+        self.refresher = Refresher(poll_now, config) if config.decisions.refresh_on_decision else None
+        self._configured = _configured_names(config)
+        self._indexes: dict[tuple[int, Normalise], ServerNames] = {}
+        self._lock = threading.Lock()
 
     def decide(
         self,
@@ -98,19 +143,162 @@ class DecisionPoint:
         session_id: str | None = None,
         client: str | None = None,
     ) -> Answer | None:
-        """The answer about one tool; None when the monitor knows no server of that name."""
+        """The answer about `tool` of the server the monitor calls `server` (or an alias of it);
+        None when the monitor knows no such server."""
         with DECISION_DURATION.time():
-            return self._decide(server, tool, fingerprint, session_id, client)
+            found = self._named(server, exact_name)
+            if isinstance(found, Unmonitored):
+                return None
+            return self._answer(found, tool, exact_name, fingerprint, session_id, client)
 
-    def _decide(
-        self, server: str, tool: str, fingerprint: str | None, session_id: str | None, client: str | None
-    ) -> Answer | None:
-        view = self.view.server(server)
-        if view is None:
+    def decide_for_host(
+        self,
+        host: str,
+        qualified: str,
+        *,
+        prefix: str,
+        separator: str,
+        normalise: Normalise,
+        session_id: str | None = None,
+        client: str | None = None,
+    ) -> Answer | Unmonitored:
+        """The answer about a tool a host names `<prefix><server><separator><tool>`, its server found
+        the host's way (`monitor.approvals.names`)."""
+        with DECISION_DURATION.time():
+            for _ in range(3):  # the names changed while they were matched: match again
+                generation, index = self._index(normalise)
+                match = index.split(qualified, prefix, separator)
+                if match is None:
+                    if self.view.names_generation() != generation:
+                        self._index(normalise, stale=generation)
+                        continue
+                    return self._unmonitored(_first(qualified, prefix, separator), host)
+                lookups = [self._lookup(server) for server in match.servers]
+                if any(lookup.names_generation != generation for lookup in lookups):
+                    self._index(normalise, stale=generation)
+                    continue
+                answers = [
+                    self._answer(lookup, match.tool, normalise, None, session_id, client)
+                    for lookup in lookups
+                    if lookup.view is not None
+                ]
+                if answers:
+                    return strictest(answers)
+            return self._unmonitored(_first(qualified, prefix, separator), host)
+
+    def decide_for_named_host(
+        self,
+        host: str,
+        server: str,
+        tool: str,
+        *,
+        normalise: Normalise,
+        session_id: str | None = None,
+        client: str | None = None,
+    ) -> Answer | Unmonitored:
+        """The answer about a tool whose server a host names on its own (ToolHive, Gemini's context)."""
+        with DECISION_DURATION.time():
+            found = self._named(server, normalise)
+            if isinstance(found, Unmonitored):
+                return self._unmonitored(server, host)
+            return self._answer(found, tool, normalise, None, session_id, client)
+
+    def current(self, server: str) -> tuple[ServerView, dict[str, Verdict]] | None:
+        """Every current tool's decision, as a host would get it now, for pages and gateways; nothing
+        counted or kept. None: no server of that name."""
+        lookup = self.view.server(server)
+        if lookup.view is None or lookup.state is None:
             return None
-        verdict = view.verdict(tool)
-        if fingerprint is not None and view.current_fingerprint and fingerprint != view.current_fingerprint:
-            verdict = verdict.stale()
+        verification = self._verification(lookup.view, lookup.state)
+        now = self.clock()
+        return lookup.view, {
+            name: verified(lookup.view.verdict(name), verification, now) for name in sorted(lookup.view.tools)
+        }
+
+    # --- the steps ---------------------------------------------------------------------------------
+
+    def _named(self, server: str, normalise: Normalise) -> list[Lookup] | Unmonitored:
+        for _ in range(3):
+            generation, index = self._index(normalise)
+            names = index.server(server)
+            if not names and self.view.names_generation() != generation:
+                self._index(normalise, stale=generation)
+                continue
+            lookups = [self._lookup(name) for name in names]
+            if any(lookup.names_generation != generation for lookup in lookups):
+                self._index(normalise, stale=generation)
+                continue
+            found = [lookup for lookup in lookups if lookup.view is not None]
+            return found or Unmonitored(server)
+        return Unmonitored(server)
+
+    def _lookup(self, server: str) -> Lookup:
+        lookup = self.view.server(server)
+        refresher, now = self.refresher, self.clock()
+        if refresher is not None and lookup.state is not None and refresher.due(lookup.state, now):
+            refresher.refresh(server, now)
+            lookup = self.view.server(server)
+        return lookup
+
+    def _index(self, normalise: Normalise, stale: int | None = None) -> tuple[int, ServerNames]:
+        """The names normalised the host's way, as of the names' generation (read again when a lookup
+        saw `stale` outdated)."""
+        generation, names = self.view.names(refresh=stale is not None)
+        key = (generation, normalise)
+        with self._lock:
+            index = self._indexes.get(key)
+        if index is None:
+            merged = {name: [*aliases, *self._configured.get(name, ())] for name, aliases in names.items()}
+            index = ServerNames(merged, normalise)
+            with self._lock:
+                self._indexes = {k: v for k, v in self._indexes.items() if k[0] == generation}
+                self._indexes[key] = index
+        return generation, index
+
+    def _answer(
+        self,
+        lookups: Lookup | list[Lookup],
+        tool: str,
+        normalise: Normalise,
+        fingerprint: str | None,
+        session_id: str | None,
+        client: str | None,
+    ) -> Answer:
+        """The strictest answer over the servers (and the listed tools) the host's names may mean."""
+        answers = []
+        for lookup in lookups if isinstance(lookups, list) else [lookups]:
+            view, state = lookup.view, lookup.state
+            assert view is not None and state is not None
+            verification = self._verification(view, state)
+            for name in tool_candidates(tool, view.tools, normalise) or [tool]:
+                verdict = verified(view.verdict(name), verification, self.clock())
+                if fingerprint is not None and view.current_fingerprint != fingerprint:
+                    verdict = verdict.stale()
+                answers.append(Answer(view, name, verdict))
+        answer = strictest(answers)
+        self._record(answer, fingerprint, session_id, client)
+        return answer
+
+    def _verification(self, view: ServerView, state: ServerState) -> Verification:
+        return Verification(
+            last_verified=state.last_verified,
+            unverifiable_reason=state.unverifiable_reason,
+            max_age=self._max_age(view.name, state.interval_seconds),
+            when_stale=DecisionKind(self.config.decisions.stale_decision),
+        )
+
+    def _max_age(self, server: str, interval: float | None) -> timedelta:
+        configured = next((s for s in self.config.servers if s.name == server), None)
+        if configured is not None and configured.decision_max_age is not None:
+            return timedelta(seconds=configured.decision_max_age)
+        if self.config.decisions.max_age is not None:
+            return timedelta(seconds=self.config.decisions.max_age)
+        return timedelta(seconds=STALE_AFTER_INTERVALS * (interval or self.config.monitor.poll_interval))
+
+    def _record(
+        self, answer: Answer, fingerprint: str | None, session_id: str | None, client: str | None
+    ) -> None:
+        view, verdict = answer.server, answer.verdict
         self.counts.add(verdict)
         holding = fingerprint or view.current_fingerprint
         beat_due = (
@@ -121,7 +309,7 @@ class DecisionPoint:
                 DecisionWrite(
                     server_id=view.server_id,
                     server=view.name,
-                    tool=tool,
+                    tool=answer.tool,
                     verdict=verdict if verdict.decision != DecisionKind.ALLOW else None,
                     session_id=session_id,
                     client=client,
@@ -129,8 +317,68 @@ class DecisionPoint:
                     at=self.clock(),
                 )
             )
-        return Answer(view, tool, verdict)
+
+    def _unmonitored(self, name: str, host: str) -> Unmonitored:
+        self.counts.add_unmonitored(host)
+        if storable(name):
+            self.recorder.submit(UnmonitoredCall(name, host, self.clock()))
+        return Unmonitored(name)
 
 
-def aliases(config: Config) -> dict[str, str]:
-    return {alias: server.name for server in config.servers for alias in server.aliases}
+def _first(qualified: str, prefix: str, separator: str) -> str:
+    """The likeliest server name in a qualified tool name no monitored server matched: the part up to
+    the first separator (what the unmonitored list shows)."""
+    rest = qualified[len(prefix) :] if qualified.startswith(prefix) else qualified
+    return rest.split(separator, 1)[0] or qualified
+
+
+def strictest(answers: list[Answer]) -> Answer:
+    """The answer that stops the most (deny over ask over allow); the first among equals."""
+    return max(answers, key=lambda answer: answer.verdict.decision.strictness)
+
+
+def _configured_names(config: Config) -> dict[str, list[str]]:
+    """Aliases the config gives: each `[[servers]]` entry's, and `[aliases]` for any server."""
+    names: dict[str, list[str]] = {server.name: list(server.aliases) for server in config.servers}
+    for name, aliases in config.aliases.items():
+        names.setdefault(name, []).extend(aliases)
+    return names
+
+
+class Refresher:
+    """`[decisions] refresh_on_decision`: a decision about a server last polled longer ago than that
+    polls it first, at most once per that interval per server, waiting at most `refresh_wait`."""
+
+    def __init__(self, poll_now: PollNow | None, config: Config) -> None:
+        self.poll_now = poll_now
+        self.after = float(config.decisions.refresh_on_decision or 0)
+        self.wait = config.decisions.refresh_wait
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The event loop polls run on (set by the app when it starts)."""
+        self._lock = threading.Lock()
+        self._asked: dict[str, datetime] = {}
+
+    def due(self, state: ServerState, now: datetime) -> bool:
+        if self.poll_now is None or self.loop is None:
+            return False
+        last = state.last_polled
+        return last is None or (now - last).total_seconds() > self.after
+
+    def refresh(self, server: str, now: datetime) -> None:
+        """Poll `server` now unless it was asked for within the interval; wait for it, bounded."""
+        with self._lock:
+            asked = self._asked.get(server)
+            if asked is not None and (now - asked).total_seconds() < self.after:
+                return
+            if len(self._asked) > MAX_KEPT:
+                self._asked.clear()
+            self._asked[server] = now
+        if self.poll_now is None or self.loop is None:
+            return
+        future = asyncio.run_coroutine_threadsafe(_polled(self.poll_now, server), self.loop)
+        with contextlib.suppress(Exception):  # a failed or slow refresh leaves the answer to freshness
+            future.result(timeout=self.wait)
+
+
+async def _polled(poll_now: PollNow, server: str) -> None:
+    await poll_now(server)

@@ -2,31 +2,30 @@
 
 Annotations are a server's claim about itself, so the monitor answers from what a person approved
 and what the server serves now: approved and unchanged -> allow; changed since approval with a
-critical or high finding -> deny; any other change, or never approved -> ask. Pure: the caller
-hands in the approved and the current definition, and gets the answer with its reason.
+critical or high finding -> deny; any other change, or never approved -> ask; revoked -> deny.
+Pure: the caller hands in the approved and the current definition, and gets the answer with its
+reason (`decide`, the same for as long as neither changes, so it is cached), then how recently the
+monitor verified the server's listing turns it stricter where that is not recent (`verified`, at
+every decision): the decision point fails closed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from monitor.core.diff import diff_changes
 from monitor.core.findings import Finding, Severity, ToolChange
-from monitor.core.listing import HINT_DEFAULTS, Tool, effective_hints
+from monitor.core.listing import Hints, Tool, hints_of, strictest_hints
 from monitor.core.states import ApprovalMode, DecisionKind
 from monitor.core.text import make_visible
-
-Hints = dict[str, bool]
 
 DENY_FROM = Severity.HIGH
 """A change since approval with a finding at or above this is denied; milder changes are asked."""
 
 STALE_LISTING = "stale-listing"
 """Reason code added when the caller's listing fingerprint is not the server's current one."""
-
-STRICTER_IF_BOTH = ("readOnlyHint", "idempotentHint")
-"""Claims that hold only when both the approved and the current definition make them."""
 
 
 @dataclass(frozen=True)
@@ -85,25 +84,12 @@ class Verdict:
         }
 
 
-def hints_of(tool: Tool | None) -> Hints | None:
-    """The effective values of the four hints (defaults for absent ones), as hosts read them."""
-    if tool is None:
-        return None
-    effective = effective_hints(tool)
-    return {hint: effective.get(hint) for hint in HINT_DEFAULTS}
-
-
 def enforced_hints(approved: Hints | None, current: Hints | None) -> Hints | None:
     """The stricter of the two per field: read-only and idempotent only if both say so; destructive
     and open-world if either does. With one side missing, that side alone."""
     if approved is None or current is None:
         return approved or current
-    return {
-        hint: (approved[hint] and current[hint])
-        if hint in STRICTER_IF_BOTH
-        else (approved[hint] or current[hint])
-        for hint in HINT_DEFAULTS
-    }
+    return strictest_hints([approved, current])
 
 
 def decide(
@@ -114,6 +100,7 @@ def decide(
     current: Tool | None,
     approved: ApprovedTool | None,
     current_fingerprint: str | None = None,
+    revoked: bool = False,
 ) -> Verdict:
     """The decision for one tool. `current_version` None: the server was never polled successfully.
 
@@ -121,7 +108,7 @@ def decide(
     """
     label = make_visible(tool)
     approved_hints = hints_of(approved.definition) if approved else None
-    current_hints = hints_of(current)
+    current_hints = hints_of(current) if current is not None else None
 
     def verdict(
         decision: DecisionKind,
@@ -165,6 +152,12 @@ def decide(
             rule="tool-removed",
             severity=Severity.LOW,
         )
+    if revoked:
+        return verdict(
+            DecisionKind.DENY,
+            "revoked",
+            f"the approval of {label!r} was revoked: a person must approve it again before it is called",
+        )
     if approved is None:
         if mode == ApprovalMode.REVIEW:
             return verdict(
@@ -202,6 +195,63 @@ def decide(
         rule=worst.rule,
         severity=worst.severity,
     )
+
+
+@dataclass(frozen=True)
+class Verification:
+    """How recently, and whether, the monitor verified a server's listing: read at every decision."""
+
+    last_verified: datetime | None
+    """The server's last successful poll."""
+    unverifiable_reason: str | None
+    """Why its newest answers were refused, while they are (None: its newest answer was stored)."""
+    max_age: timedelta
+    """How old the last verification may be before decisions stop trusting it (`decision_max_age`)."""
+    when_stale: DecisionKind = DecisionKind.ASK
+    """The answer once it is older (`stale_decision`)."""
+
+
+def verified(verdict: Verdict, verification: Verification, now: datetime) -> Verdict:
+    """`verdict` as it stands while the listing it rests on is verified and recent; stricter otherwise.
+
+    A server that answered with a listing the monitor refused (malformed, duplicate names, over a
+    limit) gets `deny` for every tool (`listing-unverifiable`): a host may accept what the monitor
+    refused. A server whose last good listing is older than the allowed age gets at least
+    `when_stale` (`listing-stale`): a change may have happened since. `approval-off` is the operator
+    turning decisions off, and a server never polled is already `ask`.
+    """
+    if verdict.reason_code in ("approval-off", "never-polled"):
+        return verdict
+    if verification.unverifiable_reason is not None:
+        return replace(
+            verdict,
+            decision=DecisionKind.DENY,
+            reason_code="listing-unverifiable",
+            reason="the server's newest answer could not be verified, so no call to it is allowed until "
+            f"it serves a listing the monitor can store ({verification.unverifiable_reason})",
+            rule=None,
+            severity=None,
+        )
+    last = verification.last_verified
+    if last is not None and now - last <= verification.max_age:
+        return verdict
+    if verdict.decision.strictness >= verification.when_stale.strictness:
+        return verdict
+    since = f"since {last.isoformat(timespec='seconds')}" if last is not None else "ever"
+    return replace(
+        verdict,
+        decision=verification.when_stale,
+        reason_code="listing-stale",
+        reason=f"the monitor has not verified the server's listing {since}, longer than the "
+        f"{_duration(verification.max_age)} decisions trust it: a change may have gone unseen",
+    )
+
+
+def _duration(age: timedelta) -> str:
+    seconds = int(age.total_seconds())
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
 
 
 def _worst(change: ToolChange) -> Finding | None:

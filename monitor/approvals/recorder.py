@@ -12,6 +12,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -22,7 +23,8 @@ from monitor.approvals.policy import Verdict
 from monitor.approvals.storage import record_decision
 from monitor.notify import sessions as host_sessions
 from monitor.store import Store
-from monitor.store.models import HostSession, Server
+from monitor.store.db import insert
+from monitor.store.models import HostSession, Server, UnmonitoredServer
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +88,15 @@ def beat(
 
 
 @dataclass(frozen=True)
+class UnmonitoredCall:
+    """A host asked about a server name no monitored server has (or had a moment ago)."""
+
+    name: str
+    host: str
+    at: datetime
+
+
+@dataclass(frozen=True)
 class DecisionWrite:
     """What one decision leaves in the database: the decision itself when it was not an allow, and
     the host session's heart-beat when one is due."""
@@ -115,11 +126,11 @@ class DecisionRecorder:
         self.keep = keep
         self.batch = batch
         self.dropped = 0
-        self._queue: queue.Queue[DecisionWrite | None] = queue.Queue(max_pending)
+        self._queue: queue.Queue[DecisionWrite | UnmonitoredCall | None] = queue.Queue(max_pending)
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def submit(self, write: DecisionWrite) -> None:
+    def submit(self, write: DecisionWrite | UnmonitoredCall) -> None:
         self._start()
         try:
             self._queue.put_nowait(write)
@@ -162,7 +173,7 @@ class DecisionRecorder:
             if len(writes) < len(items):
                 return
 
-    def _write_all(self, writes: list[DecisionWrite]) -> None:
+    def _write_all(self, writes: list[DecisionWrite | UnmonitoredCall]) -> None:
         """One transaction for the batch; if it fails, each write on its own, so that one bad write
         (a server deleted meanwhile) costs only itself."""
         if not writes:
@@ -172,16 +183,19 @@ class DecisionRecorder:
             return
         except Exception:
             if len(writes) == 1:
-                logger.exception(
-                    "could not record a decision about %r on %r", writes[0].tool, writes[0].server
-                )
+                logger.exception("could not record %r", writes[0])
                 return
         for write in writes:
             self._write_all([write])
 
-    def _write(self, writes: list[DecisionWrite]) -> None:
+    def _write(self, writes: list[DecisionWrite | UnmonitoredCall]) -> None:
         with self.store.sessions.begin() as session:
+            unmonitored = [write for write in writes if isinstance(write, UnmonitoredCall)]
+            if unmonitored:
+                record_unmonitored(session, unmonitored)
             for write in writes:
+                if isinstance(write, UnmonitoredCall):
+                    continue
                 if write.verdict is not None:
                     record_decision(
                         session,
@@ -202,3 +216,24 @@ class DecisionRecorder:
                         fingerprint=write.holding,
                         now=write.at,
                     )
+
+
+def record_unmonitored(session: Session, calls: Sequence[UnmonitoredCall]) -> None:
+    """Count the calls per (name, host), adding a name the first time it is seen."""
+    counted: dict[tuple[str, str], list[UnmonitoredCall]] = {}
+    for call in calls:
+        counted.setdefault((call.name[:200], call.host), []).append(call)
+    for (name, host), same in sorted(counted.items()):
+        first, last = min(c.at for c in same), max(c.at for c in same)
+        statement = insert(session)(UnmonitoredServer).values(
+            name=name, host=host, first_seen=first, last_seen=last, calls=len(same)
+        )
+        session.execute(
+            statement.on_conflict_do_update(
+                index_elements=["name", "host"],
+                set_={
+                    "last_seen": statement.excluded.last_seen,
+                    "calls": UnmonitoredServer.calls + statement.excluded.calls,
+                },
+            )
+        )

@@ -12,6 +12,7 @@ Non-allow decisions are kept for review, the newest `decisions_kept` per server,
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,9 +21,18 @@ from sqlalchemy.orm import Session
 
 from monitor.approvals.errors import Conflict, NotFound
 from monitor.approvals.policy import ApprovedTool, Verdict
-from monitor.approvals.records import ApprovalRecord, DecisionLogRecord
+from monitor.approvals.records import ApprovalRecord, DecisionLogRecord, UnmonitoredRecord
 from monitor.core.states import ApprovalAction, ApprovalMode
-from monitor.store.models import Approval, DecisionRecord, ListingTool, Server, Snapshot, ToolDefinition
+from monitor.store.generations import decisions_changed
+from monitor.store.models import (
+    Approval,
+    DecisionRecord,
+    ListingTool,
+    Server,
+    Snapshot,
+    ToolDefinition,
+    UnmonitoredServer,
+)
 from monitor.store.retention import Progress, count_rows, delete_in_batches
 
 TOFU_ACTOR = "trust on first use"
@@ -35,6 +45,7 @@ def set_mode(
     if server.approval == mode:
         return False
     server.approval = mode.value
+    decisions_changed(server)
     session.add(
         Approval(
             server_id=server.id,
@@ -103,6 +114,7 @@ def record_approvals(
         )
         for name in names
     ]
+    decisions_changed(server)
     session.add_all(events)
     session.flush()
     return approved_version, events
@@ -111,20 +123,30 @@ def record_approvals(
 def record_revocation(
     session: Session, server: Server, tool: str, *, note: str, actor: str, now: datetime
 ) -> Approval:
-    """Withdraw the approval of one tool: the next decision about it is `ask` until it is approved again."""
-    approved = approved_tools(session, server).get(tool)
-    if approved is None:
+    """Withdraw the approval of one tool: decisions about it are `deny` (`revoked`) until a person
+    approves it again."""
+    if tool not in approval_state(session, server).approved:
         raise NotFound(f"{tool!r} is not approved")
     event = Approval(
         server_id=server.id, action=ApprovalAction.REVOKE, tool=tool, actor=actor, note=note, created_at=now
     )
+    decisions_changed(server)
     session.add(event)
     session.flush()
     return event
 
 
-def approved_tools(session: Session, server: Server) -> dict[str, ApprovedTool]:
-    """The approved definition of every approved tool of the server, by name."""
+@dataclass(frozen=True)
+class ApprovalState:
+    """What a server's approval history says now: each approved tool's definition, and the tools
+    whose approval was revoked (and not given again)."""
+
+    approved: dict[str, ApprovedTool]
+    revoked: frozenset[str]
+
+
+def approval_state(session: Session, server: Server) -> ApprovalState:
+    """The approved definition of every approved tool of the server, and its revoked tools."""
     newest = (
         select(func.max(Approval.id))
         .where(Approval.server_id == server.id, Approval.tool.is_not(None))
@@ -139,16 +161,19 @@ def approved_tools(session: Session, server: Server) -> dict[str, ApprovedTool]:
     definitions = _definitions(session, fingerprints)
     result: dict[str, ApprovedTool] = {}
     decided = set()
+    revoked = set()
     for tool, action, version, fingerprint in rows:
         decided.add(tool)
         if tool is not None and action == ApprovalAction.APPROVE and fingerprint in definitions:
             result[tool] = ApprovedTool(version, fingerprint, definitions[fingerprint])
+        elif tool is not None and action == ApprovalAction.REVOKE:
+            revoked.add(tool)
     if server.approval == ApprovalMode.TOFU:
         first = _first_version_tools(session, server.id)
         for name, (fingerprint, definition) in first.items():
             if name not in decided:
                 result[name] = ApprovedTool(1, fingerprint, definition, tofu=True)
-    return result
+    return ApprovalState(result, frozenset(revoked))
 
 
 def _definitions(session: Session, fingerprints: set[str]) -> dict[str, dict[str, Any]]:
@@ -277,6 +302,14 @@ def recent_decisions(session: Session, server_id: int, limit: int = 20) -> list[
 def _record(row: DecisionRecord, server: str) -> DecisionLogRecord:
     columns = {name: getattr(row, name) for name in DecisionLogRecord.model_fields if hasattr(row, name)}
     return DecisionLogRecord.model_validate({**columns, "server": server})
+
+
+def unmonitored_servers(session: Session, limit: int = 50) -> list[UnmonitoredRecord]:
+    """Names hosts asked about that no monitored server has, most recently asked about first."""
+    rows = session.scalars(
+        select(UnmonitoredServer).order_by(UnmonitoredServer.last_seen.desc()).limit(limit)
+    ).all()
+    return [UnmonitoredRecord.model_validate(row) for row in rows]
 
 
 def prune_decisions(

@@ -1,73 +1,22 @@
-"""The `drift-monitor` command line (SPEC section 6): one module per group of commands.
+"""The `drift-monitor` command line (docs/contract.md section 6): one module per group of commands.
 
-Each command module has `register(commands)`, which adds its subcommands with a `run(args) -> int`.
-Commands import what they need when they run, so the offline ones never load the MCP SDK or the
-database layer.
+`drift-monitor hook ...` runs before every tool call of a host, so it is dispatched here before any
+other command's modules load (`monitor.approvals.hookcommand` needs only the standard library); every
+other command goes through the parser in `monitor.cli.app`.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 from collections.abc import Sequence
-from importlib import metadata
-
-from monitor.approvals import cli as approvals
-from monitor.cli import database, logs, offline, registry, serve, silence
-from monitor.cli.common import EXIT_BROKEN_PIPE, EXIT_USAGE, CommandError
-from monitor.config import ConfigError
-from monitor.core.listing import ListingError
-from monitor.core.text import make_visible
-
-COMMAND_GROUPS = (offline, database, serve, registry, approvals, silence)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "logs", False):
-        logs.quiet()
-    try:
-        code: int = args.run(args)
-        sys.stdout.flush()  # a closed pipe shows here, not as a traceback at interpreter exit
-    except BrokenPipeError:
-        # The reader went away (`drift-monitor diff ... | head`): stop quietly, as other tools do.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_BROKEN_PIPE
-    except (CommandError, ListingError, ConfigError) as exc:
-        print(f"drift-monitor: {make_visible(str(exc))}", file=sys.stderr)
-        return EXIT_USAGE
-    except RecursionError:
-        print("drift-monitor: input is nested too deeply to compare", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:
-        if not type(exc).__module__.startswith("sqlalchemy"):
-            raise
-        # A full, read-only or unreachable database: say so in one line, not a traceback.
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        print(f"drift-monitor: database error: {make_visible(reason)}", file=sys.stderr)
-        return EXIT_USAGE
-    return code
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["hook"]:
+        from monitor.approvals.hookcommand import main as hook
 
+        return hook(args[1:])
+    from monitor.cli.app import main as run
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="drift-monitor",
-        description="Watch what MCP servers claim about their tools, and when the claim changes.",
-    )
-    parser.add_argument("--version", action="version", version=f"drift-monitor {_version()}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in COMMAND_GROUPS:
-        group.register(commands)
-    return parser
-
-
-def _version() -> str:
-    try:
-        return metadata.version("drift-monitor")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    return run(args)

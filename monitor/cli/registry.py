@@ -1,4 +1,4 @@
-"""`drift-monitor import-registry URL_OR_FILE`: servers from the MCP Registry (SPEC section 11).
+"""`drift-monitor import-registry URL_OR_FILE`: servers from the MCP Registry (docs/contract.md section 11).
 
 Reads a `server.json` file, a saved page, or a registry's `GET /v0.1/servers` (every page, following
 `metadata.nextCursor`). Each remote is registered like `POST /api/v1/servers`: checked against

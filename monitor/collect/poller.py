@@ -29,8 +29,10 @@ from monitor.collect.recorder import GroupCommit
 from monitor.collect.targets import limits_for, target_for
 from monitor.config import Config
 from monitor.core.clients import ClientProfile
+from monitor.core.findings import Finding
 from monitor.core.fingerprint import META_KEY, CanonicalListing, NotIJSONError
-from monitor.core.listing import ListingError, validate_tools
+from monitor.core.listing import ListingError, duplicated_tools, validate_tools
+from monitor.core.rules.listings import duplicate_tool_names
 from monitor.core.states import PollErrorKind
 from monitor.store import PollOutcome, Store
 from monitor.store.digests import current_digests
@@ -118,7 +120,10 @@ class Poller:
         except (ListingError, NotIJSONError, RecursionError) as exc:
             message = "listing is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
             raw = raw_payload(fetched.tools)
-            return await self._failure(job, PollErrorKind.MALFORMED, message, started, clock, raw)
+            duplicates = duplicate_tool_names(job.target.name, duplicated_tools(fetched.tools))
+            return await self._failure(
+                job, PollErrorKind.MALFORMED, message, started, clock, raw, refusal_findings=duplicates
+            )
         views, view_errors = await self._views(job)
         try:
             outcome = await self._record_success(job, fetched, listing, views, started, clock, seen_again)
@@ -232,6 +237,8 @@ class Poller:
         started: datetime,
         clock: float,
         raw: str | None = None,
+        *,
+        refusal_findings: Sequence[Finding] = (),
     ) -> PollOutcome:
         return await self._write(
             self.store.record_failure,
@@ -241,6 +248,7 @@ class Poller:
             started_at=started,
             finished_at=_after(started, clock),
             raw_payload=raw,
+            refusal_findings=refusal_findings,
         )
 
     async def _write(

@@ -1,4 +1,4 @@
-"""The canonical form and fingerprint of a tool listing (SPEC section 2, fingerprint v2).
+"""The canonical form and fingerprint of a tool listing (docs/contract.md section 2, fingerprint v2).
 
 The canonical form is RFC 8785 (the JSON Canonicalization Scheme): tools sorted by `name` in
 UTF-16 code-unit order, each without `_meta`, serialised as JCS in UTF-8. Hosts and gateways
@@ -8,7 +8,7 @@ they cached (docs/fingerprint.md), which `json.dumps(sort_keys=True)` never allo
 
 The serialisation is the `rfc8785` package's (with `json.dumps` standing in where it provably
 writes the same text, which is most tool definitions, because it runs in C); this module adds only
-what SPEC section 2 says on top of it: numbers are read as IEEE-754 doubles the way `JSON.parse`
+what docs/contract.md section 2 says on top of it: numbers are read as IEEE-754 doubles the way `JSON.parse`
 reads them, so an integer beyond 2^53 becomes the nearest double first. It depends on nothing
 else of drift-monitor but `monitor.core.ijson` (which names where a value is not I-JSON), so the
 two can be vendored with `rfc8785` beside them.

@@ -1,9 +1,9 @@
 """I-JSON (RFC 7493): what RFC 8785 can canonicalise and every database and JSON parser accepts.
 
 Python's `json` reads `NaN`, `Infinity` and `1e400` (as infinity) and lone surrogates
-(`"\\ud800"`) without complaint, but none of them can be fingerprinted (SPEC section 2), PostgreSQL's
-jsonb refuses them, and receivers' JSON parsers reject them. A listing that carries one is recorded
-as a `malformed` poll that says where, never stored as a version and never passed on.
+(`"\\ud800"`) without complaint, but none of them can be fingerprinted (docs/contract.md section 2),
+PostgreSQL's jsonb refuses them, and receivers' JSON parsers reject them. A listing that carries one
+is recorded as a `malformed` poll that says where, never stored as a version and never passed on.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ identity needs (objects with unique string names) and reads annotations the way 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,7 +56,8 @@ def parse_listing(data: Any) -> list[Tool]:
 
 def validate_tools(tools: list[Any]) -> list[Tool]:
     """Check that every tool is an object with a unique string name and the listing is I-JSON (no NaN,
-    infinity, out-of-range number or lone surrogate: SPEC section 2); the tools come back unchanged."""
+    infinity, out-of-range number or lone surrogate: docs/contract.md section 2); the tools come back
+    unchanged."""
     problem = ijson_problem(tools, "tools")
     if problem is not None:
         raise ListingError(f"not I-JSON: {problem}")
@@ -139,6 +140,39 @@ def effective_hints(tool: Mapping[str, Any]) -> EffectiveHints:
         else:
             values[hint] = default
     return EffectiveHints(**values, declared=frozenset(declared))
+
+
+Hints = dict[str, bool]
+"""The four hints' effective values, by wire name."""
+
+STRICT_IF_ALL = ("readOnlyHint", "idempotentHint")
+"""Claims that hold, read strictly, only when every reading makes them; destructive and open-world
+hold when any one does."""
+
+
+def hints_of(tool: Mapping[str, Any]) -> Hints:
+    """The effective values of the four hints (defaults for absent ones), as hosts read them."""
+    effective = effective_hints(tool)
+    return {hint: effective.get(hint) for hint in HINT_DEFAULTS}
+
+
+def strictest_hints(readings: Sequence[Hints]) -> Hints:
+    """The strictest reading of several per field: read-only and idempotent only if every reading
+    says so, destructive and open-world if any does."""
+    return {
+        hint: all(r[hint] for r in readings) if hint in STRICT_IF_ALL else any(r[hint] for r in readings)
+        for hint in HINT_DEFAULTS
+    }
+
+
+def duplicated_tools(tools: Sequence[Any]) -> dict[str, list[Tool]]:
+    """Every tool name listed more than once, with its copies in order (hosts keep different ones:
+    a JavaScript host that maps tools by name keeps the last)."""
+    copies: dict[str, list[Tool]] = {}
+    for tool in tools:
+        if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+            copies.setdefault(tool["name"], []).append(tool)
+    return {name: found for name, found in copies.items() if len(found) > 1}
 
 
 def _json_type(value: Any) -> str:

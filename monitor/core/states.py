@@ -38,6 +38,13 @@ class PollErrorKind(enum.StrEnum):
     STORAGE = "storage"
     """The database refused to store what the server sent: recorded as a failed poll, never dropped."""
 
+    @classmethod
+    def refused_answers(cls) -> frozenset[PollErrorKind]:
+        """The server answered, but with something the monitor refused to store as a listing; a host
+        may accept it, so decisions about the server fail closed (`listing-unverifiable`). The other
+        kinds are failures to get an answer at all, after which the last good listing stands."""
+        return frozenset({cls.PROTOCOL, cls.LIMIT, cls.MALFORMED, cls.STORAGE})
+
 
 class ServerStatus(enum.StrEnum):
     """A server's health as the last poll left it."""
@@ -55,7 +62,7 @@ class ServerOrigin(enum.StrEnum):
 
 
 class ApprovalMode(enum.StrEnum):
-    """Per server (SPEC section 10): what the decision point treats as approved."""
+    """Per server (docs/contract.md section 10): what the decision point treats as approved."""
 
     TOFU = "tofu"
     """The first version seen is approved automatically (trust on first use)."""
@@ -79,6 +86,11 @@ class DecisionKind(enum.StrEnum):
     ALLOW = "allow"
     ASK = "ask"
     DENY = "deny"
+
+    @property
+    def strictness(self) -> int:
+        """allow < ask < deny: of two answers, the stricter one stops more."""
+        return (DecisionKind.ALLOW, DecisionKind.ASK, DecisionKind.DENY).index(self)
 
 
 class AlertEvent(enum.StrEnum):

@@ -21,8 +21,7 @@ from sqlalchemy.orm import Session
 
 from monitor.config import Config, WebhookConfig
 from monitor.core.findings import Finding, Severity, ToolChange
-from monitor.core.rules import TOOL_RULES, Check
-from monitor.core.rules.listings import LISTING_RULES
+from monitor.core.rules import CATALOG, TOOL_RULES, Check
 from monitor.core.states import AlertEvent, AlertState
 from monitor.notify import silences
 from monitor.notify.events import alert_event
@@ -44,6 +43,8 @@ from monitor.store.polled import RecordedPoll
 from monitor.store.polls import PollHook, Store, store_findings
 
 _TOOL_CHECKS: dict[str, Check] = {rule.id: rule.check for rule in TOOL_RULES if rule.check}
+_CLEARED_BY_POLLS = [rule for rule in CATALOG.values() if rule.clears is not None]
+"""The server rules a recorded poll can show cleared, each with its own test (`Rule.clears`)."""
 
 
 class Alerting:
@@ -101,15 +102,13 @@ class Alerting:
         if poll.server.flapping_alert_possible:
             flapping = _open_alert(session, open_key(poll.server.id, "listing-flapping", None, None))
             poll.server.flapping_alert_possible = flapping is not None
-        if poll.listen_honored:
-            resolve_matching(session, poll.server.id, "notifications-declined", now=poll.now, policy=self)
+        facts = poll.facts
+        for rule in _CLEARED_BY_POLLS:
+            if rule.clears is not None and rule.clears(facts):
+                resolve_matching(session, poll.server.id, rule.id, now=poll.now, policy=self)
         if poll.snapshot is not None:
-            if poll.was_failing:  # a healthy server's unchanged poll has no unreachable alert to clear
-                resolve_matching(session, poll.server.id, "server-unreachable", now=poll.now, policy=self)
             if poll.new_version:
                 undone = self._resolve_cleared(session, poll.server.id, poll.snapshot.listing_id, poll.now)
-                for rule in set(LISTING_RULES) - {f.rule for f in poll.findings}:  # a new version without it
-                    resolve_matching(session, poll.server.id, rule, now=poll.now, policy=self)
             if poll.views_agree:  # every client view shows these tools alike again
                 for alert in session.scalars(
                     select(Alert).where(
@@ -120,10 +119,6 @@ class Alerting:
                 ):
                     if alert.tool in poll.views_agree:
                         resolve(session, alert, poll.now, policy=self)
-            if poll.announced:  # the server announced this change: it does notify after all
-                resolve_matching(
-                    session, poll.server.id, "listing-changed-silently", now=poll.now, policy=self
-                )
             if flapping is not None:
                 findings += self._settle(session, flapping, poll.snapshot, poll.now)
         if flapping is not None and flapping.state == AlertState.RESOLVED:

@@ -1,4 +1,5 @@
-"""Column types that store any I-JSON text exactly on both databases, `\\u0000` included.
+"""Column types: any I-JSON text stored exactly on both databases (`\\u0000` included), and aware
+UTC datetimes.
 
 PostgreSQL refuses the NUL character in `text` and in `jsonb` alike, while a server may put one in
 a tool's name or description: one byte must not make a listing unstorable (and hide the change
@@ -11,9 +12,10 @@ is. Equality comparisons go through the same escaping, so lookups by name keep w
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Dialect, Text, TypeDecorator
+from sqlalchemy import JSON, DateTime, Dialect, Text, TypeDecorator
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.types import TypeEngine
 
@@ -75,3 +77,26 @@ class StoredJSON(TypeDecorator[Any]):
 
 def _is_wrapper(value: Any) -> bool:
     return isinstance(value, dict) and len(value) == 1 and isinstance(value.get(JSON_MARK), str)
+
+
+JSONValue = StoredJSON()
+"""JSON on SQLite, jsonb on PostgreSQL; a NUL character survives both (see `columns`)."""
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes in and out; SQLite would otherwise hand back naive ones."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the database; use an aware UTC datetime")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -7,15 +7,13 @@ same listing, so an unchanged poll only moves `last_seen` and `poll_count`.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, ClassVar
 
 from sqlalchemy import (
     BigInteger,
     Boolean,
     ColumnElement,
-    DateTime,
-    Dialect,
     Float,
     ForeignKey,
     Index,
@@ -25,36 +23,13 @@ from sqlalchemy import (
     ScalarSelect,
     String,
     Text,
-    TypeDecorator,
     UniqueConstraint,
     func,
     select,
 )
 from sqlalchemy.orm import DeclarativeBase, InstrumentedAttribute, Mapped, aliased, mapped_column
 
-from monitor.store.columns import SafeText, StoredJSON
-
-JSONValue = StoredJSON()
-"""JSON on SQLite, jsonb on PostgreSQL; a NUL character survives both (see `columns`)."""
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """Aware UTC datetimes in and out; SQLite would otherwise hand back naive ones."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetime given to the database; use an aware UTC datetime")
-        return value.astimezone(UTC)
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+from monitor.store.columns import JSONValue, SafeText, UTCDateTime
 
 
 class Base(DeclarativeBase):
@@ -116,7 +91,7 @@ class Server(Base):
     polls_marked: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     """Unchanged polls recorded as compact marks so far: the next one's slot in the server's ring."""
     approval: Mapped[str] = mapped_column(String(10), default="tofu", server_default="tofu")
-    """`tofu`, `review` or `off` (SPEC section 10): what the decision point treats as approved."""
+    """`tofu`, `review` or `off` (docs/contract.md section 10): what the decision point treats as approved."""
     client: Mapped[Any | None]
     """The client profiles of a server registered over the API (`[{name, version, capabilities}]`)."""
     ttl_ms: Mapped[int | None] = mapped_column(BigInteger)
@@ -127,6 +102,16 @@ class Server(Base):
     flapping_alert_possible: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
     """Whether a `listing-flapping` alert may be open: set by the transaction that opens one, cleared
     by a poll that finds none. False (nearly every server) spares each poll looking for one."""
+    decision_generation: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    """Moved by every transaction that changes what decisions about the server's tools rest on (a new
+    version, an approval, a revocation, a mode): decision caches compare it, in commit order."""
+    unverifiable_since: Mapped[datetime | None]
+    """Since when the server's answers are listings the monitor refused to store (malformed, over a
+    limit): every decision about it is `deny` until a valid listing arrives. None otherwise."""
+    unverifiable_reason: Mapped[str | None] = mapped_column(Text)
+    aliases: Mapped[Any | None]
+    """Other names hosts know a server registered over the API by (config servers list theirs in the
+    config file)."""
 
     __table_args__ = (Index("ix_servers_next_poll_at", "next_poll_at"),)
 
@@ -476,3 +461,26 @@ class ClientView(Base):
         Index("ix_client_views_server_id_profile_first_seen", "server_id", "profile", "first_seen"),
         Index("ix_client_views_listing_id", "listing_id"),
     )
+
+
+class DecisionNames(Base):
+    """One row whose `generation` moves with every server registered or deleted and every alias
+    changed, so that each process's map of names to servers follows commit order."""
+
+    __tablename__ = "decision_names"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    generation: Mapped[int] = mapped_column(BigInteger)
+
+
+class UnmonitoredServer(Base):
+    """A server name a host asked a decision about that no monitored server has: a gap to close."""
+
+    __tablename__ = "unmonitored_servers"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    host: Mapped[str] = mapped_column(String(40), primary_key=True)
+    """Which adapter asked (`claude-code`, `toolhive`, ...)."""
+    first_seen: Mapped[datetime]
+    last_seen: Mapped[datetime]
+    calls: Mapped[int] = mapped_column(BigInteger)

@@ -10,6 +10,7 @@ from typing import Any
 from monitor.core.clients import ClientProfile
 from monitor.core.findings import Finding, Severity
 from monitor.core.fingerprint import CanonicalListing
+from monitor.core.rules.catalog import PollFacts
 from monitor.store.models import FindingRecord, Server, Snapshot
 from monitor.store.views import View
 
@@ -109,6 +110,18 @@ class RecordedPoll:
     def ok(self) -> bool:
         return self.snapshot is not None
 
+    @property
+    def facts(self) -> PollFacts:
+        """What the server rules that clear on a poll look at (`Rule.clears`)."""
+        return PollFacts(
+            answered=self.ok,
+            was_failing=self.was_failing,
+            new_version=self.new_version,
+            raised=frozenset(finding.rule for finding in self.findings),
+            announced=self.announced,
+            listen_honored=self.listen_honored,
+        )
+
 
 def seen_again(snapshot: Snapshot, poll: SuccessfulPoll) -> None:
     """The version's span after a poll that saw its listing again. A version stored before digests
@@ -125,6 +138,8 @@ def succeeded(server: Server, poll: SuccessfulPoll) -> None:
     server.consecutive_failures = 0
     server.last_poll_at = server.last_success_at = poll.finished_at
     server.last_error = None
+    if server.unverifiable_since is not None:  # a listing the monitor could store: verified again
+        server.unverifiable_since = server.unverifiable_reason = None
     server.protocol_version = poll.protocol_version
     server.server_info = poll.server_info
     server.capabilities = poll.capabilities

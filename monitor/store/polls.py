@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -18,8 +18,9 @@ from monitor.core.findings import Finding
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.rules import listings, servers
 from monitor.core.rules.servers import WatchState
-from monitor.core.rules.views import notifications_declined
+from monitor.core.states import PollErrorKind
 from monitor.store.flapping import returns_since
+from monitor.store.generations import decisions_changed
 from monitor.store.listings import diff_against, store_listing
 from monitor.store.marks import mark, write_marks
 from monitor.store.models import (
@@ -73,134 +74,103 @@ class Store:
         """Store a successful poll in its own transaction: a new version only when the listing changed.
 
         An unchanged `compact` poll is a mark; any other (further client views, cache hints) keeps
-        its attempt row and view spans as it always did."""
-        server_id, listing, finished_at, cache = poll.server_id, poll.listing, poll.finished_at, poll.cache
-        metas, client, prepared = poll.metas, poll.client, poll.prepared
+        its attempt row and view spans. A listing that breaks the MCP schema
+        (`poll.validation_errors`) is stored like any other, marked with the errors, and raises
+        `listing-invalid`: what hosts reject is exactly what to review. `poll.prepared` (from
+        `prepare_diff`) spares the transaction the diff while the server's current version is still
+        the one it was computed against.
+        """
         with self.sessions.begin() as session:
-            server = _lock_server(session, server_id)
-            previous = session.execute(
-                select(Snapshot, Listing.fingerprint)
-                .join(Listing, Snapshot.listing_id == Listing.id)
-                .where(Snapshot.server_id == server_id)
-                .order_by(Snapshot.version.desc())
-                .limit(1)
-            ).first()
-            findings: list[Finding] = []
-            announced: bool | None = None
-            unchanged = previous is not None and previous[1] == listing.fingerprint
+            server = _lock_server(session, poll.server_id)
+            previous = _current_version(session, poll.server_id)
+            unchanged = previous is not None and previous.fingerprint == poll.listing.fingerprint
             if previous is not None and unchanged and poll.compact:
-                outcome, row = self.record_unchanged(session, server, previous[0], poll)
+                outcome, row = self.record_unchanged(session, server, previous.snapshot, poll)
                 write_marks(session, [row])
                 return outcome
             if previous is not None and unchanged:
-                snapshot = previous[0]
+                snapshot, new_version = previous.snapshot, False
                 seen_again(snapshot, poll)
-                new_version = False
             else:
-                listing_id = store_listing(session, listing, metas, finished_at)
-                snapshot = Snapshot(
-                    server_id=server_id,
-                    version=(previous[0].version + 1) if previous else 1,
-                    listing_id=listing_id,
-                    first_seen=finished_at,
-                    last_seen=finished_at,
-                    poll_count=1,
-                    protocol_version=poll.protocol_version,
-                    server_info=poll.server_info,
-                    validation_errors=list(poll.validation_errors) or None,
-                    listing_digest=poll.digest,
-                )
-                session.add(snapshot)
-                session.flush()
-                new_version = True
+                snapshot, new_version = _new_version(session, server, previous, poll), True
             succeeded(server, poll)
+            findings: list[Finding] = []
             records: list[FindingRecord] = []
-            if new_version and previous is not None:
-                before = previous[0]
-                watch = WatchState(
-                    server.watch_connected_since,
-                    server.last_notification_at,
-                    poll.list_changed_advertised,
-                    shares_polled_instance=server.transport != "stdio",
-                )
-                announced = servers.announced(watch, before.last_seen)
-                if prepared is not None and prepared.from_fingerprint == previous[1]:
-                    findings = list(prepared.findings)
-                else:
-                    findings = diff_against(session, before.listing_id, listing)
-                returns = returns_since(session, server_id, finished_at - self.flapping_window)
-                flapping = servers.listing_flapping(
-                    server.name,
-                    returns.count,
-                    self.flapping_returns,
-                    self.flapping_window,
-                    returns.versions,
-                    len(returns.fingerprints),
-                    findings,
-                )
-                silent = servers.listing_changed_silently(
-                    server.name, snapshot.version, watch, before.last_seen
-                )
-                bump = listings.changed_without_version_bump(
-                    server.name, snapshot.version, before.server_info, poll.server_info
-                )
-                findings += [f for f in (silent, flapping, bump) if f is not None]
+            announced: bool | None = None
             if new_version:
-                invalid = listings.listing_invalid(server.name, snapshot.version, poll.validation_errors)
-                findings += [invalid] if invalid else []
+                findings, announced = self._changes(session, server, previous, snapshot, poll)
                 records = store_findings(
                     session,
-                    server_id,
+                    server.id,
                     findings,
-                    finished_at,
-                    from_snapshot=previous[0].id if previous else None,
+                    poll.finished_at,
+                    from_snapshot=previous.snapshot.id if previous else None,
                     to_snapshot=snapshot.id,
                 )
-            compared = ViewComparison()
-            if client is not None:
-                compared = record_views(
-                    session,
-                    server_id=server_id,
-                    server_name=server.name,
-                    primary=View(client, listing, metas),
-                    primary_listing_id=snapshot.listing_id,
-                    others=poll.views,
-                    now=finished_at,
-                    store_listing=store_listing,
-                )
+            compared = _compare_views(session, server, snapshot, poll)
+            if compared.findings:
                 findings += compared.findings
                 records += store_findings(
-                    session, server_id, compared.findings, finished_at, to_snapshot=snapshot.id
+                    session, server.id, compared.findings, poll.finished_at, to_snapshot=snapshot.id
                 )
-            self._run_hooks(
-                session,
-                RecordedPoll(
-                    server, finished_at, records, snapshot, new_version, announced, compared.agreeing
-                ),
+            recorded = RecordedPoll(
+                server, poll.finished_at, records, snapshot, new_version, announced, compared.agreeing
             )
-            self._add_attempt(
-                session,
-                PollAttempt(
-                    server_id=server_id,
-                    started_at=poll.started_at,
-                    duration_ms=_ms(poll.started_at, finished_at),
-                    ok=True,
-                    snapshot_id=snapshot.id,
-                    pages=poll.pages,
-                    ttl_ms=cache.ttl_ms,
-                    cache_scope=cache.cache_scope,
-                    refetches=cache.refetches,
-                ),
-            )
+            self._run_hooks(session, recorded)
+            self._add_attempt(session, _attempt(poll, snapshot))
             return PollOutcome(
                 server=server.name,
                 ok=True,
-                tool_count=len(listing.forms),
-                fingerprint=listing.fingerprint,
+                tool_count=len(poll.listing.forms),
+                fingerprint=poll.listing.fingerprint,
                 version=snapshot.version,
                 new_version=new_version,
                 findings=findings,
             )
+
+    def _changes(
+        self,
+        session: Session,
+        server: Server,
+        previous: CurrentVersion | None,
+        snapshot: Snapshot,
+        poll: SuccessfulPoll,
+    ) -> tuple[list[Finding], bool | None]:
+        """What a new version raises: the diff against the previous one, the server rules that judge a
+        change (silent, flapping) and the listing rules; and whether the watch session announced it."""
+        findings: list[Finding] = []
+        announced: bool | None = None
+        if previous is not None:
+            before = previous.snapshot
+            watch = WatchState(
+                server.watch_connected_since,
+                server.last_notification_at,
+                poll.list_changed_advertised,
+                shares_polled_instance=server.transport != "stdio",
+            )
+            announced = servers.announced(watch, before.last_seen)
+            prepared = poll.prepared
+            if prepared is not None and prepared.from_fingerprint == previous.fingerprint:
+                findings = list(prepared.findings)
+            else:
+                findings = diff_against(session, before.listing_id, poll.listing)
+            returns = returns_since(session, server.id, poll.finished_at - self.flapping_window)
+            flapping = servers.listing_flapping(
+                server.name,
+                returns.count,
+                self.flapping_returns,
+                self.flapping_window,
+                returns.versions,
+                len(returns.fingerprints),
+                findings,
+            )
+            silent = servers.listing_changed_silently(server.name, snapshot.version, watch, before.last_seen)
+            bump = listings.changed_without_version_bump(
+                server.name, snapshot.version, before.server_info, poll.server_info
+            )
+            findings += [f for f in (silent, flapping, bump) if f is not None]
+        invalid = listings.listing_invalid(server.name, snapshot.version, poll.validation_errors)
+        return findings + ([invalid] if invalid else []), announced
 
     def record_unchanged(
         self, session: Session, server: Server, snapshot: Snapshot, poll: SuccessfulPoll
@@ -237,15 +207,14 @@ class Store:
         return outcome, row
 
     def record_listen_ack(self, server_id: int, honored: bool, now: datetime) -> None:
-        """A 2026-07-28 watch session's `subscriptions/listen` acknowledgement: `notifications-declined`
-        when it newly leaves `toolsListChanged` out of a server that advertises `tools.listChanged`."""
+        """A 2026-07-28 watch session's `subscriptions/listen` acknowledgement (`notifications-declined`)."""
         with self.sessions.begin() as session:
             server = _lock_server(session, server_id)
-            declined = not honored and server.tools_list_changed_honored is not False
+            declined = servers.notifications_declined(
+                server.name, honored, server.tools_list_changed_honored, server.list_changed_advertised
+            )
             server.tools_list_changed_honored = honored
-            declined = declined and bool(server.list_changed_advertised)
-            findings = [notifications_declined(server.name)] if declined else []
-            records = store_findings(session, server_id, findings, now)
+            records = store_findings(session, server_id, [declined] if declined else [], now)
             self._run_hooks(session, RecordedPoll(server, now, records, listen_honored=honored))
 
     def prepare_diff(self, server_id: int, listing: CanonicalListing) -> PreparedDiff | None:
@@ -272,9 +241,14 @@ class Store:
         started_at: datetime,
         finished_at: datetime,
         raw_payload: str | None = None,
+        refusal_findings: Sequence[Finding] = (),
     ) -> PollOutcome:
         """Store a failed poll; the Nth failure in a row raises `server-unreachable`.
 
+        A failure of a kind in `PollErrorKind.refused_answers()` is an answer the monitor refused:
+        the server is unverifiable until a listing it can store arrives (decisions deny), and
+        `refusal_findings` (what the refused listing showed, e.g. `duplicate-tool-name`) are stored
+        when the refusal is new or its reason changed, not again at every poll.
         `raw_payload`: what a server sent that could not be read as a listing, kept for review
         (the caller bounds it, see `RAW_PAYLOAD_LIMIT`).
         """
@@ -287,6 +261,11 @@ class Store:
                 server.name, server.consecutive_failures, self.unreachable_after, kind, message
             )
             findings = [unreachable] if unreachable else []
+            if kind in PollErrorKind.refused_answers():
+                if server.unverifiable_reason != server.last_error:
+                    findings += refusal_findings
+                server.unverifiable_since = server.unverifiable_since or finished_at
+                server.unverifiable_reason = server.last_error
             records = store_findings(session, server_id, findings, finished_at)
             self._run_hooks(session, RecordedPoll(server, finished_at, records))
             self._add_attempt(
@@ -330,6 +309,79 @@ class Store:
     def server_id(self, name: str) -> int | None:
         with self.sessions() as session:
             return session.scalar(select(Server.id).where(Server.name == name))
+
+
+class CurrentVersion(NamedTuple):
+    """A server's current version and its listing's fingerprint, as a poll's transaction read them."""
+
+    snapshot: Snapshot
+    fingerprint: str
+
+
+def _current_version(session: Session, server_id: int) -> CurrentVersion | None:
+    row = session.execute(
+        select(Snapshot, Listing.fingerprint)
+        .join(Listing, Snapshot.listing_id == Listing.id)
+        .where(Snapshot.server_id == server_id)
+        .order_by(Snapshot.version.desc())
+        .limit(1)
+    ).first()
+    return CurrentVersion(row[0], row[1]) if row is not None else None
+
+
+def _new_version(
+    session: Session, server: Server, previous: CurrentVersion | None, poll: SuccessfulPoll
+) -> Snapshot:
+    """A new version holding the poll's listing (stored once, content-addressed); decisions about the
+    server's tools rest on it from this transaction's commit on."""
+    decisions_changed(server)
+    snapshot = Snapshot(
+        server_id=poll.server_id,
+        version=(previous.snapshot.version + 1) if previous else 1,
+        listing_id=store_listing(session, poll.listing, poll.metas, poll.finished_at),
+        first_seen=poll.finished_at,
+        last_seen=poll.finished_at,
+        poll_count=1,
+        protocol_version=poll.protocol_version,
+        server_info=poll.server_info,
+        validation_errors=list(poll.validation_errors) or None,
+        listing_digest=poll.digest,
+    )
+    session.add(snapshot)
+    session.flush()
+    return snapshot
+
+
+def _compare_views(
+    session: Session, server: Server, snapshot: Snapshot, poll: SuccessfulPoll
+) -> ViewComparison:
+    """The poll's client views, kept beside its primary one, and how they differ."""
+    if poll.client is None:
+        return ViewComparison()
+    return record_views(
+        session,
+        server_id=server.id,
+        server_name=server.name,
+        primary=View(poll.client, poll.listing, poll.metas),
+        primary_listing_id=snapshot.listing_id,
+        others=poll.views,
+        now=poll.finished_at,
+        store_listing=store_listing,
+    )
+
+
+def _attempt(poll: SuccessfulPoll, snapshot: Snapshot) -> PollAttempt:
+    return PollAttempt(
+        server_id=poll.server_id,
+        started_at=poll.started_at,
+        duration_ms=_ms(poll.started_at, poll.finished_at),
+        ok=True,
+        snapshot_id=snapshot.id,
+        pages=poll.pages,
+        ttl_ms=poll.cache.ttl_ms,
+        cache_scope=poll.cache.cache_scope,
+        refetches=poll.cache.refetches,
+    )
 
 
 def _lock_server(session: Session, server_id: int) -> Server:

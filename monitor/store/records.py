@@ -41,7 +41,7 @@ class SnapshotRecord(Record):
     server_id: RowId
     listing_id: RowId
     version: int = Field(description="1 for the first listing seen, +1 for each different one after it")
-    fingerprint: str = Field(description="SHA-256 of the canonical listing (SPEC section 2)")
+    fingerprint: str = Field(description="SHA-256 of the canonical listing (docs/contract.md section 2)")
     first_seen: datetime
     last_seen: datetime
     poll_count: int = Field(description="Successful polls that saw this listing")
@@ -100,6 +100,14 @@ class ServerRecord(Record):
     tools_list_changed_honored: bool | None = Field(
         default=None,
         description="Whether the watch session's subscriptions/listen acknowledgement kept toolsListChanged",
+    )
+    aliases: list[str] | None = Field(
+        default=None, description="Other names hosts know it by, set over the API (see also the config)"
+    )
+    unverifiable_reason: str | None = Field(
+        default=None,
+        description="Why the server's newest answer was refused, while it is: every decision about it "
+        "is deny until a listing the monitor can store arrives",
     )
 
     @computed_field  # type: ignore[prop-decorator]

@@ -15,6 +15,7 @@ from monitor.approvals.storage import set_mode
 from monitor.config import ServerConfig
 from monitor.core.states import ServerOrigin
 from monitor.store.db import insert
+from monitor.store.generations import names_changed
 from monitor.store.models import Server
 from monitor.store.polls import Store
 
@@ -55,4 +56,5 @@ def sync_servers(store: Store, servers: Iterable[ServerConfig], now: datetime) -
             server.client = [profile.model_dump() for profile in config.client]
             session.flush()
             ids[config.name] = server.id
+        names_changed(session)
     return ids

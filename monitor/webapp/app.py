@@ -8,6 +8,7 @@ Starlette runs them (and their database read) in its threadpool, as FastAPI does
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 from collections.abc import AsyncIterator
@@ -102,14 +103,16 @@ class SecurityHeaders:
 
 class BodyLimit:
     """Refuses request bodies over `limit` bytes with 413, by their Content-Length before reading
-    anything, and by counting as they arrive when chunked; the body is never read past the limit."""
+    anything, and by counting as they arrive when chunked; the body is never read past the limit.
+    Host hooks read theirs themselves (`hooks.HOOK_PATHS`): a host runs the tool when its hook gets
+    an error status, so an oversized hook input is answered as a deny instead."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
         self.limit = limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope.get("path") in hooks.HOOK_PATHS:
             await self.app(scope, receive, send)
             return
         declared = Headers(scope=scope).get("content-length")
@@ -269,7 +272,7 @@ def create_app(
         app.include_router(router, dependencies=[Depends(known_query_only)])
     app.include_router(health.public)
     app.include_router(hooks.pdp)
-    app.state.decision_point = DecisionPoint(store, config, web.now)
+    app.state.decision_point = DecisionPoint(store, config, web.now, poll_now)
     for page_module in (
         auth,
         overview,
@@ -293,9 +296,13 @@ def create_app(
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """On shutdown, the decisions still waiting to be written are written."""
+    """The decision point's refreshes poll on this loop; on shutdown, the decisions still waiting to
+    be written are written."""
+    point: DecisionPoint = app.state.decision_point
+    if point.refresher is not None:
+        point.refresher.loop = asyncio.get_running_loop()
     yield
-    await run_in_threadpool(app.state.decision_point.recorder.close)
+    await run_in_threadpool(point.recorder.close)
 
 
 def _static_version(folder: Path) -> str:

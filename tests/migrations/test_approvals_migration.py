@@ -11,7 +11,7 @@ from support import tool
 from monitor.approvals.cache import DecisionView
 from monitor.core.fingerprint import fingerprint, tool_fingerprint
 from monitor.store import migrate
-from monitor.store.models import JSONValue, UTCDateTime
+from monitor.store.columns import JSONValue, UTCDateTime
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 
@@ -118,7 +118,7 @@ def test_upgrade_from_a_database_the_previous_release_filled(fresh_engine: Engin
             )
             connection.execute(insert(attempts).values(server_id=1, started_at=at, duration_ms=5, ok=True))
     migrate(fresh_engine)
-    view = DecisionView(fresh_engine).server("old")
+    view = DecisionView(fresh_engine).server("old").view
     assert view is not None and view.mode == "tofu" and view.current_version == 2
     assert view.verdict("lookup").decision == "deny" and view.verdict("lookup").rule == "read-only-revoked"
     assert view.verdict("search").decision == "allow" and view.verdict("search").approved_version == 1

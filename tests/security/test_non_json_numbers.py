@@ -2,7 +2,7 @@
 
 Listings carrying them are refused at the poll (tests/security/test_hostile_listings.py); what a
 database filled before that check still holds is sent as strict JSON, and offline input carrying
-them is refused with a message, as SPEC section 2 asks, instead of given a fingerprint.
+them is refused with a message, as docs/contract.md section 2 asks, instead of given a fingerprint.
 """
 
 from __future__ import annotations

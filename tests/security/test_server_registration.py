@@ -101,6 +101,7 @@ def test_stdio_servers_cannot_be_registered_over_http(store: Store) -> None:
             "headers",
             "interval_seconds",
             "era",
+            "aliases",  # other names hosts know it by: no command either
             "approval",
             "client",  # who the monitor says it is: clientInfo and declared capabilities, no command
         }

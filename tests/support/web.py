@@ -62,13 +62,14 @@ def make_app(
 ) -> FastAPI:
     """`create_app(store, config)` with `token` as its API token (None: no token configured).
 
-    `config` defaults to one with `api_token_env = TOKEN_ENV` and nothing else set; its
+    `config` defaults to one with `api_token_env = TOKEN_ENV`, polled hourly (so that the clock at
+    `NOW`, two hours past `support.world`'s last poll, finds every listing recent); its
     `api_token_env` names the variable the token is put in while the app is built. `poll_now`
     serves POST /servers/{name}/poll and `alerting` is the policy a closed session resolves alerts
     with (both as `create_app` takes them).
     """
     if config is None:
-        config = Config(monitor=MonitorSettings(api_token_env=TOKEN_ENV), source="test")
+        config = Config(monitor=MonitorSettings(api_token_env=TOKEN_ENV, poll_interval=3600), source="test")
     with environment(config.monitor.api_token_env, token):
         app = create_app(store, config, poll_now=poll_now, alerting=alerting)
     if isinstance(clock, datetime):

@@ -13,12 +13,34 @@ Scope = Literal["tool", "server", "session"]
 
 
 @dataclass(frozen=True)
+class PollFacts:
+    """What one recorded poll of a server shows, for the server rules that clear on a poll."""
+
+    answered: bool
+    """The server answered with a listing (the poll succeeded)."""
+    was_failing: bool
+    """The server's previous poll had failed."""
+    new_version: bool
+    raised: frozenset[str]
+    """The rules this poll raised."""
+    announced: bool | None = None
+    """For a new version: whether the monitor's watch session was told of it (None: none covered it)."""
+    listen_honored: bool | None = None
+    """For a watch session's `subscriptions/listen` acknowledgement: whether it keeps `toolsListChanged`."""
+
+
+Clears = Callable[[PollFacts], bool]
+
+
+@dataclass(frozen=True)
 class Rule:
     id: str
     severity: Severity
     meaning: str
     scope: Scope = "tool"
     check: Check | None = field(default=None, compare=False, repr=False)
+    clears: Clears | None = field(default=None, compare=False, repr=False)
+    """For a server rule whose alert a poll can end: whether this poll shows the condition gone."""
 
     def finding(
         self,

@@ -1,8 +1,12 @@
 """Rules on servers and host sessions: a small function each, called by whoever sees the condition.
 
-The poll transaction evaluates `server_unreachable` and `listing_changed_silently` from the server's
-recorded state; the host-session checker evaluates `session_stale` and `session_long_lived`. Each
-returns the finding (or None), and every finding takes the same path to an alert.
+The poll transaction evaluates `server_unreachable`, `listing_changed_silently` and
+`listing_flapping` from the server's recorded state, and the watch session's acknowledgement
+`notifications_declined`; the host-session checker evaluates `session_stale` and
+`session_long_lived`. Each returns the finding (or None), and every finding takes the same path to
+an alert. A rule whose alert a later poll can end says so beside its raise function (`clears`,
+run by `monitor.notify.alerts` on every recorded poll); `listing-flapping` ends when the listing
+has settled for a window, and session rules when the session's next check finds it clear.
 """
 
 from __future__ import annotations
@@ -12,54 +16,44 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from monitor.core.findings import Finding, Severity
-from monitor.core.rules.catalog import CATALOG, Rule
+from monitor.core.rules.catalog import CATALOG, PollFacts, Rule
 from monitor.core.text import make_visible
 
-for _server_rule in (
-    Rule(
-        "server-unreachable",
-        Severity.HIGH,
-        "Several consecutive polls of the server failed; resolved by the next successful poll.",
-        "server",
-    ),
-    Rule(
-        "listing-changed-silently",
-        Severity.HIGH,
-        "The listing changed but the monitor's long-lived watch session got no list-changed "
-        "notification, so hosts holding long-lived sessions stay stale.",
-        "server",
-    ),
-    Rule(
-        "listing-flapping",
-        Severity.MEDIUM,
-        "The listing went back to an earlier version and away again 3 times within 1 h (configurable): one "
-        "alert, as severe as the worst change it holds back, replaces per-change alerts until it settles.",
-        "server",
-    ),
-    Rule(
-        "session-stale",
-        Severity.HIGH,
-        "A registered host session still holds an older listing than the server's current one, past "
-        "the grace period; its severity is that of the worst change it missed.",
-        "session",
-    ),
-    Rule(
-        "session-long-lived",
-        Severity.LOW,
-        "A registered host session has been open longer than the configured maximum age.",
-        "session",
-    ),
-):
-    CATALOG[_server_rule.id] = _server_rule
+
+def _register(rule: Rule) -> Rule:
+    CATALOG[rule.id] = rule
+    return rule
+
+
+# --- server-unreachable ----------------------------------------------------------------------------
 
 
 def server_unreachable(server: str, failures: int, threshold: int, kind: str, error: str) -> Finding | None:
     """Raised once, at exactly the `threshold`-th consecutive failure: later failures are the same outage."""
     if failures != threshold:
         return None
-    return CATALOG["server-unreachable"].finding(
+    return UNREACHABLE.finding(
         None, None, None, error, f"{server} failed {failures} polls in a row; last: {kind}: {error}"
     )
+
+
+def answered_again(poll: PollFacts) -> bool:
+    """A success after failures ends the outage (a healthy server's poll has nothing to clear)."""
+    return poll.answered and poll.was_failing
+
+
+UNREACHABLE = _register(
+    Rule(
+        "server-unreachable",
+        Severity.HIGH,
+        "Several consecutive polls of the server failed; resolved by the next successful poll.",
+        "server",
+        clears=answered_again,
+    )
+)
+
+
+# --- listing-changed-silently ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -97,7 +91,7 @@ def listing_changed_silently(
     if announced(watch, previous_confirmed) is not False:
         return None
     assert watch.connected_since is not None
-    return CATALOG["listing-changed-silently"].finding(
+    return SILENT_CHANGE.finding(
         None,
         None,
         None,
@@ -110,6 +104,26 @@ def listing_changed_silently(
             "watching_since": watch.connected_since.isoformat(),
         },
     )
+
+
+def announced_after_all(poll: PollFacts) -> bool:
+    """A change the server announced: it does notify after all."""
+    return poll.answered and poll.announced is True
+
+
+SILENT_CHANGE = _register(
+    Rule(
+        "listing-changed-silently",
+        Severity.HIGH,
+        "The listing changed but the monitor's long-lived watch session got no list-changed "
+        "notification, so hosts holding long-lived sessions stay stale.",
+        "server",
+        clears=announced_after_all,
+    )
+)
+
+
+# --- listing-flapping (ends when a listing has lasted the window: `monitor.notify.alerts`) ---------
 
 
 def listing_flapping(
@@ -129,7 +143,7 @@ def listing_flapping(
         return None
     severity = max([Severity.MEDIUM, *(f.severity for f in held_back)], key=lambda s: s.rank)
     shown = ", ".join(f"v{v}" for v in versions[:12]) + (", ..." if len(versions) > 12 else "")
-    return CATALOG["listing-flapping"].finding(
+    return FLAPPING.finding(
         None,
         None,
         None,
@@ -144,6 +158,57 @@ def listing_flapping(
         },
         severity=severity,
     )
+
+
+FLAPPING = _register(
+    Rule(
+        "listing-flapping",
+        Severity.MEDIUM,
+        "The listing went back to an earlier version and away again 3 times within 1 h (configurable): one "
+        "alert, as severe as the worst change it holds back, replaces per-change alerts until it settles.",
+        "server",
+    )
+)
+
+
+# --- notifications-declined ------------------------------------------------------------------------
+
+
+def notifications_declined(
+    server: str, honored: bool, honored_before: bool | None, advertised: bool | None
+) -> Finding | None:
+    """Raised when a listen acknowledgement newly leaves `toolsListChanged` out (not again while it
+    keeps doing so) of a server that advertises `tools.listChanged`."""
+    if honored or honored_before is False or not advertised:
+        return None
+    return DECLINED.finding(
+        None,
+        "toolsListChanged",
+        True,
+        False,
+        f"{server} advertises tools.listChanged but its subscriptions/listen acknowledgement declines "
+        "toolsListChanged: 2026-07-28 hosts will not hear of changes.",
+    )
+
+
+def listen_kept(poll: PollFacts) -> bool:
+    """An acknowledgement that keeps `toolsListChanged` ends it."""
+    return poll.listen_honored is True
+
+
+DECLINED = _register(
+    Rule(
+        "notifications-declined",
+        Severity.MEDIUM,
+        "The server advertises tools.listChanged but its subscriptions/listen acknowledgement leaves "
+        "toolsListChanged out: hosts on 2026-07-28 sessions will never hear of a change.",
+        "server",
+        clears=listen_kept,
+    )
+)
+
+
+# --- session-stale and session-long-lived (re-checked on a timer: `monitor.notify.sessions`) -------
 
 
 def describe_missed(findings: Sequence[Finding]) -> str:
@@ -175,7 +240,7 @@ def session_stale(
     severity = max((f.severity for f in missed), key=lambda s: s.rank) if missed else Severity.HIGH
     what = describe_missed(missed) if missed else "holds a listing the monitor never saw"
     who = make_visible(client or "a host")
-    return CATALOG["session-stale"].finding(
+    return SESSION_STALE.finding(
         None,
         None,
         None,
@@ -187,7 +252,7 @@ def session_stale(
 
 
 def session_long_lived(server: str, session_id: str, connected_at: datetime, max_age: timedelta) -> Finding:
-    return CATALOG["session-long-lived"].finding(
+    return SESSION_LONG_LIVED.finding(
         None,
         None,
         None,
@@ -196,3 +261,22 @@ def session_long_lived(server: str, session_id: str, connected_at: datetime, max
         f"longer than {max_age}.",
         detail={"session_id": session_id},
     )
+
+
+SESSION_STALE = _register(
+    Rule(
+        "session-stale",
+        Severity.HIGH,
+        "A registered host session still holds an older listing than the server's current one, past "
+        "the grace period; its severity is that of the worst change it missed.",
+        "session",
+    )
+)
+SESSION_LONG_LIVED = _register(
+    Rule(
+        "session-long-lived",
+        Severity.LOW,
+        "A registered host session has been open longer than the configured maximum age.",
+        "session",
+    )
+)

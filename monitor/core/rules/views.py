@@ -1,4 +1,5 @@
-"""Rules on what different clients are shown: `listing-varies-by-client`, `notifications-declined`.
+"""The rule on what different clients are shown: `listing-varies-by-client` (its alerts end per tool,
+once every view shows the tool alike again).
 
 Two client profiles of one server (different clientInfo or declared capabilities) may get
 different listings. That is lawful, but a host sees a listing the monitor's primary view does
@@ -16,23 +17,13 @@ from monitor.core.listing import effective_hints
 from monitor.core.rules.catalog import CATALOG, Rule
 from monitor.core.text import make_visible
 
-for _view_rule in (
-    Rule(
-        "listing-varies-by-client",
-        Severity.MEDIUM,
-        "Two client profiles of one server (different clientInfo or declared capabilities) get different "
-        "listings; high when one view is laxer on readOnlyHint or destructiveHint for the same tool.",
-        "server",
-    ),
-    Rule(
-        "notifications-declined",
-        Severity.MEDIUM,
-        "The server advertises tools.listChanged but its subscriptions/listen acknowledgement leaves "
-        "toolsListChanged out: hosts on 2026-07-28 sessions will never hear of a change.",
-        "server",
-    ),
-):
-    CATALOG[_view_rule.id] = _view_rule
+CATALOG["listing-varies-by-client"] = Rule(
+    "listing-varies-by-client",
+    Severity.MEDIUM,
+    "Two client profiles of one server (different clientInfo or declared capabilities) get different "
+    "listings; high when one view is laxer on readOnlyHint or destructiveHint for the same tool.",
+    "server",
+)
 
 SAFETY_HINTS = ("readOnlyHint", "destructiveHint")
 
@@ -107,14 +98,3 @@ def _lax_value(hint: str) -> bool:
 
 def _laxer(hint: str, value: bool) -> bool:
     return value == _lax_value(hint)
-
-
-def notifications_declined(server: str) -> Finding:
-    return CATALOG["notifications-declined"].finding(
-        None,
-        "toolsListChanged",
-        True,
-        False,
-        f"{server} advertises tools.listChanged but its subscriptions/listen acknowledgement declines "
-        "toolsListChanged: 2026-07-28 hosts will not hear of changes.",
-    )

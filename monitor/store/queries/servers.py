@@ -43,6 +43,8 @@ _SERVER_COLUMNS = (
     Server.ttl_ms,
     Server.cache_scope,
     Server.tools_list_changed_honored,
+    Server.aliases,
+    Server.unverifiable_reason,
 )
 """Plain columns rather than ORM objects: the overview reads hundreds of servers per request."""
 

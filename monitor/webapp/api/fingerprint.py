@@ -69,7 +69,7 @@ class FingerprintOut(BaseModel):
 
 @router.post(
     "/fingerprint",
-    summary="Fingerprint a listing as the monitor does (SPEC section 2)",
+    summary="Fingerprint a listing as the monitor does (docs/contract.md section 2)",
     responses=not_found("server"),
 )
 def compute_fingerprint(body: FingerprintIn, session: ReadSession) -> FingerprintOut:

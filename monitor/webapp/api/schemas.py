@@ -238,6 +238,15 @@ class ClientProfileIn(BaseModel):
         return self.model_dump(exclude_none=True)
 
 
+AliasName = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=SERVER_NAME)]
+
+
+class AliasesIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    aliases: list[AliasName] = Field(max_length=50, description="Replaces the aliases set over the API")
+
+
 class ServerCreate(BaseModel):
     """A server to watch. Only http and sse: stdio servers run commands, so only config files add them."""
 
@@ -261,6 +270,12 @@ class ServerCreate(BaseModel):
     )
     interval_seconds: float | None = Field(default=None, gt=0, le=86400 * 365)
     era: Literal["handshake", "modern"] = "handshake"
+    aliases: list[AliasName] = Field(
+        default_factory=list,
+        max_length=50,
+        description="Other names hosts know it by (Claude Code's"
+        " `mcp__<name>__tool`, ToolHive's resource names)",
+    )
     approval: ApprovalMode = Field(
         default=ApprovalMode.TOFU,
         description="`tofu` approves the first version seen, `review` nothing until a person does, "
@@ -302,8 +317,8 @@ class SessionCreate(BaseModel):
     )
 
     server: str = Field(min_length=1, max_length=200, pattern=SERVER_NAME)
-    session_id: str = Field(min_length=1, max_length=200, pattern=NO_NUL)
-    client: str | None = Field(default=None, max_length=500, pattern=NO_NUL)
+    session_id: StoredText = Field(min_length=1, max_length=200, pattern=NO_NUL)
+    client: StoredText | None = Field(default=None, max_length=500, pattern=NO_NUL)
     connected_at: UtcDatetime
     client_capabilities: dict[str, dict[str, Any]] | None = Field(
         default=None,

@@ -6,7 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from pydantic import BaseModel, ValidationError
-from sqlalchemy import delete
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
 
 from monitor.collect.client import resolved_addresses
 from monitor.config import ServerConfig
@@ -14,12 +15,14 @@ from monitor.core.ijson import storable
 from monitor.core.rules import Severity
 from monitor.core.states import ServerOrigin
 from monitor.store import queries
+from monitor.store.generations import names_changed
 from monitor.store.models import Server
 from monitor.store.records import FindingFields, ServerRecord
 from monitor.webapp.api.schemas import (
     ERRORS,
     SERVER_NAME,
     WRITE_ERRORS,
+    AliasesIn,
     ApiJSONResponse,
     ClientProfileIn,
     ErrorOut,
@@ -29,7 +32,7 @@ from monitor.webapp.api.schemas import (
     not_found,
     unprocessable,
 )
-from monitor.webapp.context import PollNow
+from monitor.webapp.context import PollNow, WebContext
 from monitor.webapp.deps import (
     ReadSession,
     ServerName,
@@ -114,6 +117,7 @@ def create_server(web: Web, body: ServerCreate, response: Response, session: Wri
         raise HTTPException(422, f"body.url: {refusal}")
     if queries.server_id(session, body.name) is not None:
         raise HTTPException(409, f"a server named {body.name!r} is already registered")
+    _check_aliases(session, web, body.name, body.aliases)
     now = web.now()
     session.add(
         Server(
@@ -126,11 +130,13 @@ def create_server(web: Web, body: ServerCreate, response: Response, session: Wri
             headers=dict(body.headers) or None,
             interval_seconds=body.interval_seconds,
             era=body.era,
+            aliases=list(body.aliases) or None,
             approval=body.approval,
             next_poll_at=now,
             client=[profile.model_dump() for profile in checked.client],
         )
     )
+    names_changed(session)
     session.flush()
     response.headers["Location"] = f"/api/v1/servers/{body.name}"
     return find_server_or_404(session, body.name)
@@ -162,7 +168,48 @@ def delete_server(server: TheServer, session: WriteSession) -> Response:
             "(it would be registered again at the next sync)",
         )
     session.execute(delete(Server).where(Server.id == server.id))
+    names_changed(session)
     return Response(status_code=204)
+
+
+@router.put(
+    "/servers/{name}/aliases",
+    summary="Set the other names hosts know the server by",
+    description="Claude Code names a tool `mcp__<name>__<tool>` after the server's name in its own "
+    "config, ToolHive after its workload: an alias lets the decision point find the server by that "
+    "name. Aliases from the config file count as well; a name can belong to one server only.",
+    dependencies=[Depends(require_write)],
+    responses={
+        **WRITE_ERRORS,
+        **not_found("server"),
+        409: {"model": ErrorOut, "description": "An alias is already a name or alias of another server"},
+    },
+)
+def set_aliases(server: TheServer, body: AliasesIn, web: Web, session: WriteSession) -> ServerRecord:
+    _check_aliases(session, web, server.name, body.aliases)
+    row = session.get_one(Server, server.id, with_for_update=True)
+    row.aliases = list(dict.fromkeys(body.aliases)) or None
+    names_changed(session)
+    session.flush()
+    return find_server_or_404(session, server.name)
+
+
+def _check_aliases(session: Session, web: WebContext, name: str, aliases: list[str]) -> None:
+    """409 when an alias is another server's name or alias (set over the API or in the config)."""
+    taken: dict[str, str] = {}
+    for server, others in session.execute(select(Server.name, Server.aliases)):
+        for taken_name in (server, *(others or ())):
+            taken[str(taken_name)] = server
+    for configured in web.config.servers:
+        for taken_name in (configured.name, *configured.aliases):
+            taken[taken_name] = configured.name
+    for server, others in web.config.aliases.items():
+        for taken_name in others:
+            taken[taken_name] = server
+    for alias in aliases:
+        owner = taken.get(alias)
+        if owner is not None and owner != name:
+            raise HTTPException(409, f"{alias!r} is already the name or an alias of server {owner!r}")
 
 
 def server_to_poll(web: Web, name: ServerName) -> ServerRecord:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Response
@@ -24,7 +23,6 @@ from monitor.webapp.api.schemas import (
     SessionCreate,
     SessionHeartbeat,
     not_found,
-    unprocessable,
     utc,
 )
 from monitor.webapp.context import WebContext
@@ -57,11 +55,6 @@ def _reported(session: Session, web: WebContext, server: str, session_id: str) -
     raise _no_session(server, session_id)
 
 
-def _check_text(value: str | None, loc: Sequence[str | int]) -> None:
-    if value is not None and not storable(value):
-        raise unprocessable(loc, "must not contain NUL characters or lone surrogates")
-
-
 @router.post(
     "/sessions",
     status_code=201,
@@ -70,8 +63,6 @@ def _check_text(value: str | None, loc: Sequence[str | int]) -> None:
     responses={**WRITE_ERRORS, **not_found("server")},
 )
 def register_session(web: Web, body: SessionCreate, session: WriteSession) -> SessionRecord:
-    _check_text(body.session_id, ["body", "session_id"])
-    _check_text(body.client, ["body", "client"])
     connected_at = utc(body.connected_at, ["body", "connected_at"])
     try:
         host_sessions.register_session(

@@ -9,7 +9,6 @@ from fastapi import APIRouter, Depends, HTTPException, Path
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 
 from monitor.config import parse_duration
-from monitor.core.ijson import storable
 from monitor.core.rules import CATALOG
 from monitor.notify import silences
 from monitor.store.records import SilenceRecord
@@ -20,6 +19,7 @@ from monitor.webapp.api.schemas import (
     WRITE_ERRORS,
     ApiJSONResponse,
     ErrorOut,
+    StoredText,
     not_found,
     unprocessable,
     utc,
@@ -66,7 +66,7 @@ class SilenceCreate(BaseModel):
     )
 
     server: str | None = Field(default=None, max_length=200, pattern=SERVER_NAME)
-    tool: str | None = Field(default=None, min_length=1, max_length=1000, pattern=NO_NUL)
+    tool: StoredText | None = Field(default=None, min_length=1, max_length=1000, pattern=NO_NUL)
     rule: str | None = Field(default=None, json_schema_extra={"enum": RULE_IDS})
     ends_at: AwareDatetime | None = None
     duration: str | None = Field(
@@ -97,8 +97,6 @@ def create_silence(web: Web, body: SilenceCreate, session: WriteSession) -> Sile
     now = web.now()
     if (body.ends_at is None) == (body.duration is None):
         raise unprocessable(["body"], "give exactly one of ends_at and duration")
-    if body.tool is not None and not storable(body.tool):
-        raise unprocessable(["body", "tool"], "must not contain NUL characters or lone surrogates")
     if body.ends_at is not None:
         ends_at = utc(body.ends_at, ["body", "ends_at"])
     else:

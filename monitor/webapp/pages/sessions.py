@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
+from monitor.approvals.storage import unmonitored_servers
 from monitor.core.findings import Finding
 from monitor.notify import sessions as host_sessions
 from monitor.store import queries
@@ -123,4 +124,5 @@ def sessions_page(
         next_page=number + 1 if start + SESSIONS_PER_PAGE < len(records) else None,
         stale_only=stale_only,
         missed_shown=MISSED_SHOWN,
+        unmonitored=unmonitored_servers(session),
     )
