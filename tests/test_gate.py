@@ -46,8 +46,8 @@ from monitor.store.registration import sync_servers
 
 
 @pytest.fixture
-def gate(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[Gate]:
-    yield from gate_for(store, monkeypatch, [http_server("demo")])
+def gate(store: Store) -> Iterator[Gate]:
+    yield from gate_for(store, [http_server("demo")])
 
 
 # --- refused listings ------------------------------------------------------------------------------
@@ -85,11 +85,11 @@ def poll_once(store: Store, server: ServerConfig) -> PollOutcome:
 
 @pytest.mark.parametrize("case", sorted(REFUSED))
 def test_a_refused_listing_denies_every_tool_until_a_valid_one_arrives(
-    store: Store, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, case: str
+    store: Store, tmp_path: Path, case: str
 ) -> None:
     listing = tmp_path / "tools.json"
     server = stdio_server(listing)
-    for gate in gate_for(store, monkeypatch, [server]):
+    for gate in gate_for(store, [server]):
         listing.write_text(json.dumps({"tools": [READ_ONLY_LOOKUP]}), encoding="utf-8")
         assert poll_once(store, server).version == 1
         assert gate.decide("demo", "lookup")["decision"] == "allow", "tofu trusts the first version"
@@ -110,12 +110,10 @@ def test_a_refused_listing_denies_every_tool_until_a_valid_one_arrives(
         assert gate.decide("demo", "lookup")["decision"] == "allow", "verified again"
 
 
-def test_duplicate_names_are_a_high_finding_with_the_stricter_reading(
-    store: Store, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_duplicate_names_are_a_high_finding_with_the_stricter_reading(store: Store, tmp_path: Path) -> None:
     listing = tmp_path / "tools.json"
     server = stdio_server(listing)
-    for _gate in gate_for(store, monkeypatch, [server]):
+    for _gate in gate_for(store, [server]):
         listing.write_text(json.dumps({"tools": [READ_ONLY_LOOKUP]}), encoding="utf-8")
         poll_once(store, server)
         listing.write_text(REFUSED["duplicate-name"], encoding="utf-8")
@@ -154,9 +152,9 @@ def test_a_transport_failure_keeps_the_last_good_listing_until_it_is_stale(gate:
     assert gate.toolhive("demo", "lookup") is False
 
 
-def test_stale_decision_deny_and_a_servers_own_max_age(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stale_decision_deny_and_a_servers_own_max_age(store: Store) -> None:
     servers = [http_server("demo"), http_server("slow", decision_max_age=3600)]
-    for gate in gate_for(store, monkeypatch, servers, DecisionSettings(stale_decision="deny")):
+    for gate in gate_for(store, servers, DecisionSettings(stale_decision="deny")):
         gate.poll("demo", [READ_ONLY_LOOKUP])
         gate.poll("slow", [READ_ONLY_LOOKUP])
         gate.clock[0] = T0 + timedelta(minutes=30)
@@ -164,9 +162,7 @@ def test_stale_decision_deny_and_a_servers_own_max_age(store: Store, monkeypatch
         assert gate.decide("slow", "lookup")["decision"] == "allow", "its own decision_max_age: 1 h"
 
 
-def test_refresh_on_decision_polls_a_server_last_polled_long_ago_once_per_interval(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_refresh_on_decision_polls_a_server_last_polled_long_ago_once_per_interval(store: Store) -> None:
     polled: list[str] = []
     gates: list[Gate] = []
 
@@ -178,7 +174,7 @@ def test_refresh_on_decision_polls_a_server_last_polled_long_ago_once_per_interv
         return record_poll(gate.store, gate.ids[name], [WRITING_LOOKUP], gate.clock[0])
 
     settings = DecisionSettings(refresh_on_decision=60)
-    for gate in gate_for(store, monkeypatch, [http_server("demo")], settings, poll_now=poll_now):
+    for gate in gate_for(store, [http_server("demo")], settings, poll_now=poll_now):
         gates.append(gate)
         gate.poll("demo", [READ_ONLY_LOOKUP])
         gate.clock[0] = T0 + timedelta(seconds=30)
@@ -205,18 +201,16 @@ def test_a_stricter_answer_is_never_weakened_by_staleness(gate: Gate) -> None:
 # --- what hosts are told ---------------------------------------------------------------------------
 
 
-def test_the_claude_code_hook_never_widens_what_claude_code_allows(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_claude_code_hook_never_widens_what_claude_code_allows(store: Store) -> None:
     servers = [http_server("demo"), http_server("ungated", approval="off")]
-    for gate in gate_for(store, monkeypatch, servers):
+    for gate in gate_for(store, servers):
         gate.poll("demo", [READ_ONLY_LOOKUP])
         gate.poll("ungated", [WRITING_LOOKUP])
         assert gate.decide("demo", "lookup")["decision"] == "allow"
         assert gate.hook("mcp__demo__lookup") == {}, "approved: Claude Code asks as without the hook"
         assert gate.hook("mcp__ungated__lookup") == {}, "approval off: no opinion"
         assert gate.toolhive("demo", "lookup") is True, "ToolHive has no prompt of its own"
-    for gate in gate_for(store, monkeypatch, servers, DecisionSettings(hook_allow_approved=True)):
+    for gate in gate_for(store, servers, DecisionSettings(hook_allow_approved=True)):
         assert permission(gate.hook("mcp__demo__lookup")) == "allow", "opted in"
         assert gate.hook("mcp__ungated__lookup") == {}
 
@@ -238,9 +232,9 @@ def test_revoking_a_revoked_read_only_tools_approval_denies(gate: Gate) -> None:
 # --- names ---------------------------------------------------------------------------------------
 
 
-def test_names_are_matched_the_hosts_way_longest_first(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_names_are_matched_the_hosts_way_longest_first(store: Store) -> None:
     servers = [http_server("a"), http_server("a__b"), http_server("srv_"), http_server("io.acme.search")]
-    for gate in gate_for(store, monkeypatch, servers):
+    for gate in gate_for(store, servers):
         gate.poll("a", [tool("b__lookup", read_only=True)])
         gate.poll("a__b", [WRITING_LOOKUP])
         gate.poll("srv_", [WRITING_LOOKUP])
@@ -270,10 +264,8 @@ def test_aliases_set_over_the_api_name_a_server(gate: Gate) -> None:
     assert taken.status_code == 201, "prod-demo is no longer demo's"
 
 
-def test_unmonitored_servers_are_answered_as_configured_counted_and_listed(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for gate in gate_for(store, monkeypatch, [http_server("demo")]):
+def test_unmonitored_servers_are_answered_as_configured_counted_and_listed(store: Store) -> None:
+    for gate in gate_for(store, [http_server("demo")]):
         assert gate.hook("mcp__nobody__lookup") == {}, "unmonitored = none: the host decides"
         assert gate.toolhive("nobody", "lookup") is True
         gate.client.app.state.decision_point.recorder.flush()  # type: ignore[attr-defined]
@@ -289,20 +281,18 @@ def test_unmonitored_servers_are_answered_as_configured_counted_and_listed(
             seen = {(row.name, row.host, row.calls) for row in session.scalars(select(UnmonitoredServer))}
         assert seen == {("nobody", "claude-code", 1), ("nobody", "toolhive", 1)}
         assert "nobody" in gate.client.get("/sessions").text
-    for gate in gate_for(store, monkeypatch, [http_server("demo")], DecisionSettings(unmonitored="deny")):
+    for gate in gate_for(store, [http_server("demo")], DecisionSettings(unmonitored="deny")):
         assert permission(gate.hook("mcp__nobody__lookup")) == "deny"
         assert gate.toolhive("nobody", "lookup") is False
-    for gate in gate_for(store, monkeypatch, [http_server("demo")], DecisionSettings(unmonitored="ask")):
+    for gate in gate_for(store, [http_server("demo")], DecisionSettings(unmonitored="ask")):
         assert permission(gate.hook("mcp__nobody__lookup")) == "ask"
 
 
 # --- hook inputs -----------------------------------------------------------------------------------
 
 
-def test_any_hook_input_is_answered_200_and_the_decision_never_reads_tool_input(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for gate in gate_for(store, monkeypatch, [http_server("demo")], max_request_bytes=1 << 20):
+def test_any_hook_input_is_answered_200_and_the_decision_never_reads_tool_input(store: Store) -> None:
+    for gate in gate_for(store, [http_server("demo")], max_request_bytes=1 << 20):
         gate.poll("demo", [WRITING_LOOKUP])
         gate.clock[0] += timedelta(seconds=1)
         gate.poll("demo", [READ_ONLY_LOOKUP])  # lookup claims read-only since tofu: deny

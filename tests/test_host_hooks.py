@@ -61,10 +61,10 @@ def ask(gate: Gate, host: str, hook: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def changed(store: Store, monkeypatch: pytest.MonkeyPatch) -> Iterator[Gate]:
+def changed(store: Store) -> Iterator[Gate]:
     """Server `demo` (Gemini calls it `my_demo`): lookup lost its read-only hint, search unchanged, and
     `fresh` a tool added since (not approved: ask)."""
-    for gate in gate_for(store, monkeypatch, [http_server("demo", aliases=["my_demo"])]):
+    for gate in gate_for(store, [http_server("demo", aliases=["my_demo"])]):
         gate.poll("demo", [READ_ONLY_LOOKUP, SEARCH])
         gate.clock[0] += timedelta(seconds=1)
         gate.poll("demo", [WRITING_LOOKUP, SEARCH, tool("fresh", read_only=True)])
@@ -96,10 +96,8 @@ def test_gemini_cli_uses_mcp_context_and_gets_deny_ask_or_no_opinion(changed: Ga
     assert ask(changed, "gemini-cli", {**gemini_input("x", None, None), "hook_event_name": "AfterTool"}) == {}
 
 
-def test_gemini_and_codex_answer_unmonitored_and_unreadable_inputs_as_configured(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for gate in gate_for(store, monkeypatch, [http_server("demo")], DecisionSettings(unmonitored="ask")):
+def test_gemini_and_codex_answer_unmonitored_and_unreadable_inputs_as_configured(store: Store) -> None:
+    for gate in gate_for(store, [http_server("demo")], DecisionSettings(unmonitored="ask")):
         gemini = ask(gate, "gemini-cli", gemini_input("mcp_other_t", "other", "t"))
         assert gemini["decision"] == "ask"
         codex = ask(gate, "codex", codex_input("mcp__other__t"))["hookSpecificOutput"]

@@ -8,17 +8,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 
 from monitor.config import Config, DecisionSettings, MonitorSettings, ServerConfig
 from monitor.core.findings import Severity
 from monitor.store import PollOutcome, Store
 from monitor.store.registration import sync_servers
-from monitor.webapp.app import create_app
 from support.polls import record_poll
 from support.tools import tool
-from support.world import AUTH, TOKEN, TOKEN_ENV
+from support.web import TOKEN_ENV, web_client
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 READ_ONLY_LOOKUP = tool("lookup", description="Look a record up.", read_only=True)
@@ -94,13 +92,11 @@ def permission(answer: dict[str, Any]) -> str | None:
 
 def gate_for(
     store: Store,
-    monkeypatch: pytest.MonkeyPatch,
     servers: list[ServerConfig],
     decisions: DecisionSettings | None = None,
     poll_now: Any = None,
     **monitor: Any,
 ) -> Iterator[Gate]:
-    monkeypatch.setenv(TOKEN_ENV, TOKEN)
     config = Config(
         monitor=MonitorSettings(api_token_env=TOKEN_ENV, alert_min_severity=Severity.HIGH, **monitor),
         servers=servers,
@@ -108,11 +104,9 @@ def gate_for(
         source="test",
     )
     ids = sync_servers(store, servers, T0)
-    app = create_app(store, config, poll_now=poll_now)
-    gate = Gate(store, TestClient(app, headers=AUTH), ids)
-    app.state.web.clock = lambda: gate.clock[0]
-    with gate.client:
-        yield gate
+    clock = [T0]
+    with web_client(store, config, clock=lambda: clock[0], poll_now=poll_now) as client:
+        yield Gate(store, client, ids, clock)
 
 
 def http_server(name: str, **fields: Any) -> ServerConfig:
