@@ -13,7 +13,6 @@ operator would: for every path to an answer, what does the host get when somethi
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ from support.gate import (
     permission,
     pre_tool_use,
 )
+from support.polls import poll_once
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, DecisionSettings, MonitorSettings, ServerConfig
@@ -67,20 +67,11 @@ def stdio_server(listing: Path) -> ServerConfig:
     return ServerConfig(name="demo", transport="stdio", command=command, args=args)
 
 
-def poll_once(store: Store, server: ServerConfig) -> PollOutcome:
+def poll_as_serve(store: Store, server: ServerConfig) -> PollOutcome:
     """One poll as `serve` records it: through the store with the alert policy's hook."""
     config = Config(monitor=MonitorSettings(poll_timeout=20), servers=[server], source="test")
     alerting, _ = alerting_store(store.engine, config)
-    poller = Poller(alerting, config)
-
-    async def run() -> PollOutcome:
-        (outcome,) = await poller.poll(poller.jobs())
-        return outcome
-
-    try:
-        return asyncio.run(run())
-    finally:
-        poller.close()
+    return poll_once(Poller(alerting, config))
 
 
 @pytest.mark.parametrize("case", sorted(REFUSED))
@@ -91,13 +82,13 @@ def test_a_refused_listing_denies_every_tool_until_a_valid_one_arrives(
     server = stdio_server(listing)
     for gate in gate_for(store, [server]):
         listing.write_text(json.dumps({"tools": [READ_ONLY_LOOKUP]}), encoding="utf-8")
-        assert poll_once(store, server).version == 1
+        assert poll_as_serve(store, server).version == 1
         assert gate.decide("demo", "lookup")["decision"] == "allow", "tofu trusts the first version"
         assert gate.toolhive("demo", "lookup") is True
 
         listing.write_text(REFUSED[case], encoding="utf-8")
         for _ in range(2):  # every poll of it is refused, the first and the next
-            refused = poll_once(store, server)
+            refused = poll_as_serve(store, server)
             assert not refused.ok and refused.error_kind == "malformed", refused
             answer = gate.decide("demo", "lookup")
             assert answer["decision"] == "deny" and answer["reasons"] == ["listing-unverifiable"], answer
@@ -106,7 +97,7 @@ def test_a_refused_listing_denies_every_tool_until_a_valid_one_arrives(
             assert gate.decide("demo", "anything")["decision"] == "deny"
 
         listing.write_text(json.dumps({"tools": [READ_ONLY_LOOKUP]}), encoding="utf-8")
-        assert poll_once(store, server).ok
+        assert poll_as_serve(store, server).ok
         assert gate.decide("demo", "lookup")["decision"] == "allow", "verified again"
 
 
@@ -115,9 +106,9 @@ def test_duplicate_names_are_a_high_finding_with_the_stricter_reading(store: Sto
     server = stdio_server(listing)
     for _gate in gate_for(store, [server]):
         listing.write_text(json.dumps({"tools": [READ_ONLY_LOOKUP]}), encoding="utf-8")
-        poll_once(store, server)
+        poll_as_serve(store, server)
         listing.write_text(REFUSED["duplicate-name"], encoding="utf-8")
-        first, again = poll_once(store, server), poll_once(store, server)
+        first, again = poll_as_serve(store, server), poll_as_serve(store, server)
         assert [f.rule for f in first.findings] == ["duplicate-tool-name"]
         assert again.findings == [], "the same refusal is one finding, not one a poll"
         (finding,) = first.findings
@@ -128,7 +119,7 @@ def test_duplicate_names_are_a_high_finding_with_the_stricter_reading(store: Sto
             alert = session.scalars(select(Alert).where(Alert.rule == "duplicate-tool-name")).one()
             assert alert.state == "open"
         listing.write_text(json.dumps({"tools": [READ_ONLY_LOOKUP]}), encoding="utf-8")
-        assert poll_once(store, server).ok
+        assert poll_as_serve(store, server).ok
         with store.sessions() as session:
             assert session.get_one(Alert, alert.id).state == "resolved", "a storable listing ends it"
 

@@ -10,7 +10,6 @@ and shown only as `[redacted]`.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 from pathlib import Path
@@ -21,6 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import DataError
 from sqlalchemy.orm import Session
 from support import server_command, tool
+from support.polls import poll_once
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
@@ -68,14 +68,7 @@ def poller_for(store: Store, listing: Path, name: str = "hostile", **server: Any
 
 
 def poll(poller: Poller) -> PollOutcome:
-    async def run() -> PollOutcome:
-        (outcome,) = await poller.poll(poller.jobs())
-        return outcome
-
-    try:
-        return asyncio.run(run())
-    finally:
-        poller.close()
+    return poll_once(poller)
 
 
 def test_a_nul_in_a_description_is_stored_exactly_and_the_change_found(store: Store, tmp_path: Path) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from monitor.collect.poller import Poller
 from monitor.core.fingerprint import CanonicalListing
 from monitor.store import PollOutcome, Store, queries
 from monitor.store.marks import from_epoch_ms
@@ -88,3 +90,16 @@ class DiffReadsSeen(Store):
     def prepare_diff(self, server_id: int, listing: CanonicalListing) -> PreparedDiff | None:
         self.diff_reads.append(server_id)
         return super().prepare_diff(server_id, listing)
+
+
+def poll_once(poller: Poller) -> PollOutcome:
+    """Poll the poller's one configured server once, as `drift-monitor poll` does, and close it."""
+
+    async def run() -> PollOutcome:
+        (outcome,) = await poller.poll(poller.jobs())
+        return outcome
+
+    try:
+        return asyncio.run(run())
+    finally:
+        poller.close()
