@@ -23,9 +23,9 @@ from bench_web import SERVERS, START, STEP, VERSIONS, _median_ms, build
 from sqlalchemy import Engine, func, insert, select
 from support.web import make_app
 
+from monitor.sessions.pages import SESSIONS_PER_PAGE as PER_PAGE
 from monitor.store import Store, make_engine, migrate
 from monitor.store.models import Alert, AlertFinding, FindingRecord, HostSession, Listing, Snapshot
-from monitor.webapp.pages.sessions import SESSIONS_PER_PAGE as PER_PAGE
 
 HELD_VERSION = VERSIONS - 4
 """The version every bench session still holds: four versions behind."""

@@ -56,6 +56,8 @@ UNITS = {
         "cli": "cli",
         "hookcommand": "cli",
     },
+    "sessions": {"service": "notify", "api": "webapp", "pages": "webapp"},
+    "silences": {"service": "notify", "api": "webapp", "pages": "webapp", "cli": "cli"},
 }
 """Each unit's modules by role, and the layer package each role belongs to. A unit's `__init__`
 holds only its docstring (the table of its roles), so importing it imports nothing."""

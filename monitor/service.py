@@ -19,11 +19,11 @@ from monitor.collect.scheduler import LeaseRelease, Scheduler, instance_id, lock
 from monitor.collect.targets import limits_for
 from monitor.collect.watch import WatchManager
 from monitor.config import Config
-from monitor.notify import sessions
 from monitor.notify.alerts import Alerting, alerting_store
 from monitor.notify.delivery import Deliverer
 from monitor.notify.repost import repost_open_alerts
 from monitor.notify.sinks import reposts_open_alerts
+from monitor.sessions import service as sessions
 from monitor.store import PollOutcome, Store, check_schema, make_engine
 from monitor.webapp.app import create_app
 

@@ -24,7 +24,7 @@ from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.core.findings import Severity
 from monitor.notify.alerts import Alerting
-from monitor.notify.sessions import count_stale, list_sessions, register_session
+from monitor.sessions.service import count_stale, list_sessions, register_session
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Alert, FindingRecord, PollAttempt, Server
 from monitor.store.polled import CacheHints

@@ -22,7 +22,7 @@ from support.web import web_client
 from monitor.collect.poller import Poller
 from monitor.config import Config, ConfigError, MonitorSettings, ServerConfig, load_config
 from monitor.notify.alerts import Alerting
-from monitor.notify.sessions import list_sessions
+from monitor.sessions.service import list_sessions
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Alert, ClientView, FindingRecord
 

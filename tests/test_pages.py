@@ -22,7 +22,7 @@ from sqlalchemy import event, select
 from support.web import AUTH, TOKEN, TOKEN_ENV, make_app, web_client
 from support.world import HOSTILE_IMG, HOSTILE_SCRIPT, T0, World, populate, record
 
-from monitor.notify import sessions
+from monitor.sessions import service as sessions
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Alert
 from monitor.store.registration import sync_servers

@@ -12,7 +12,7 @@ from monitor.config import ServerConfig, WebhookConfig
 from monitor.core.findings import Severity
 from monitor.core.fingerprint import fingerprint
 from monitor.notify.alerts import Alerting
-from monitor.notify.sessions import (
+from monitor.sessions.service import (
     SessionError,
     UnknownServer,
     check_sessions,

@@ -19,8 +19,8 @@ from support.web import AUTH, web_client
 
 from monitor.config import ServerConfig, WebhookConfig
 from monitor.core.findings import Severity
-from monitor.notify import silences
 from monitor.notify.alerts import Alerting
+from monitor.silences import service as silences
 from monitor.store import Store
 from monitor.store.models import Alert, FindingRecord, WebhookDelivery
 from monitor.store.registration import sync_servers

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from monitor.approvals.policy import Verdict
 from monitor.approvals.storage import record_decision
-from monitor.notify import sessions as host_sessions
+from monitor.sessions import service as host_sessions
 from monitor.store import Store
 from monitor.store.db import insert
 from monitor.store.models import HostSession, Server, UnmonitoredServer

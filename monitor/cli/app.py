@@ -14,11 +14,12 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from monitor.approvals import cli as approvals
-from monitor.cli import database, logs, offline, registry, serve, silence
+from monitor.cli import database, logs, offline, registry, serve
 from monitor.cli.common import EXIT_BROKEN_PIPE, EXIT_USAGE, CommandError
 from monitor.config import ConfigError
 from monitor.core.listing import ListingError
 from monitor.core.text import make_visible
+from monitor.silences import cli as silence
 
 COMMAND_GROUPS = (offline, database, serve, registry, approvals, silence)
 

@@ -23,11 +23,11 @@ from monitor.config import Config, WebhookConfig
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.rules import CATALOG, TOOL_RULES, Check
 from monitor.core.states import AlertEvent, AlertState
-from monitor.notify import silences
 from monitor.notify.events import alert_event
 from monitor.notify.outbox import DEFAULT_EXPIRY, enqueue, wake_after_commit
 from monitor.notify.payloads import MAX_FINDINGS, alert_payload
 from monitor.notify.sinks import hears
+from monitor.silences import service as silences
 from monitor.store.db import insert
 from monitor.store.flapping import settled_changes
 from monitor.store.models import (

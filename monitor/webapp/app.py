@@ -34,6 +34,10 @@ from monitor.approvals import pages as approval_pages
 from monitor.approvals.point import DecisionPoint
 from monitor.config import Config
 from monitor.notify.alerts import Alerting
+from monitor.sessions import api as sessions
+from monitor.sessions import pages as session_pages
+from monitor.silences import api as silences
+from monitor.silences import pages as silence_pages
 from monitor.store import Store
 from monitor.webapp.api import (
     alerts,
@@ -41,8 +45,6 @@ from monitor.webapp.api import (
     fingerprint,
     health,
     servers,
-    sessions,
-    silences,
     snapshots,
     views,
 )
@@ -54,8 +56,6 @@ from monitor.webapp.pages import alert as alert_page
 from monitor.webapp.pages import alerts as alert_pages
 from monitor.webapp.pages import at, auth, overview, refresh, search
 from monitor.webapp.pages import servers as server_pages
-from monitor.webapp.pages import sessions as session_pages
-from monitor.webapp.pages import silences as silence_pages
 from monitor.webapp.pages.csrf import FormRefused
 from monitor.webapp.pages.rendering import error_page, make_environment
 

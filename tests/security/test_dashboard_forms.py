@@ -30,8 +30,8 @@ from support.web import TOKEN, TOKEN_ENV, make_app, web_client
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.core.fingerprint import tool_fingerprint
-from monitor.notify import silences
 from monitor.notify.alerts import Alerting
+from monitor.silences import service as silences
 from monitor.store import Store
 from monitor.store.models import Alert, Approval
 from monitor.webapp.app import CONTENT_SECURITY_POLICY

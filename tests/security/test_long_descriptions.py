@@ -20,8 +20,8 @@ from support import record_poll, tool
 from monitor.config import ServerConfig
 from monitor.core import text
 from monitor.core.findings import Severity
-from monitor.notify import sessions
 from monitor.notify.alerts import Alerting
+from monitor.sessions import service as sessions
 from monitor.store import Store
 from monitor.store.registration import sync_servers
 

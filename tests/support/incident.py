@@ -16,7 +16,8 @@ from sqlalchemy import select
 from monitor.config import ServerConfig
 from monitor.core.findings import Severity
 from monitor.core.fingerprint import fingerprint
-from monitor.notify import alerts, handling, sessions
+from monitor.notify import alerts, handling
+from monitor.sessions import service as sessions
 from monitor.store import Store
 from monitor.store.models import Alert
 from monitor.store.registration import sync_servers

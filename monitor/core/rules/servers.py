@@ -208,7 +208,7 @@ DECLINED = _register(
 )
 
 
-# --- session-stale and session-long-lived (re-checked on a timer: `monitor.notify.sessions`) -------
+# --- session-stale and session-long-lived (re-checked on a timer: `monitor.sessions.service`) -----
 
 
 def describe_missed(findings: Sequence[Finding]) -> str:

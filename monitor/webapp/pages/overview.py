@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
 from monitor.core.states import AlertState, ServerStatus
-from monitor.notify import sessions as host_sessions
+from monitor.sessions import service as host_sessions
 from monitor.store import queries
 from monitor.store.records import SEVERITIES
 from monitor.webapp.deps import ReadSession, Web, require_viewer

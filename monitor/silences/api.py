@@ -10,7 +10,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 
 from monitor.config import parse_duration
 from monitor.core.rules import CATALOG
-from monitor.notify import silences
+from monitor.silences import service as silences
 from monitor.store.records import SilenceRecord
 from monitor.webapp.api.schemas import (
     ERRORS,

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from monitor.approvals.storage import unmonitored_servers
 from monitor.core.findings import Finding
-from monitor.notify import sessions as host_sessions
+from monitor.sessions import service as host_sessions
 from monitor.store import queries
 from monitor.store.records import SessionRecord, SnapshotRecord
 from monitor.webapp.deps import ReadSession, Web, require_viewer

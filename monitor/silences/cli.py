@@ -55,7 +55,7 @@ def _ends_at(args: argparse.Namespace, now: datetime) -> datetime:
 
 
 def _run_add(args: argparse.Namespace) -> int:
-    from monitor.notify import silences
+    from monitor.silences import service as silences
 
     now = datetime.now(UTC)
     store = open_store(load(args))
@@ -80,7 +80,7 @@ def _run_add(args: argparse.Namespace) -> int:
 
 
 def _run_list(args: argparse.Namespace) -> int:
-    from monitor.notify import silences
+    from monitor.silences import service as silences
 
     store = open_store(load(args))
     try:
@@ -96,7 +96,7 @@ def _run_list(args: argparse.Namespace) -> int:
 
 
 def _run_expire(args: argparse.Namespace) -> int:
-    from monitor.notify import silences
+    from monitor.silences import service as silences
 
     store = open_store(load(args))
     try:

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from monitor.core.ijson import storable
 from monitor.core.text import make_visible
-from monitor.notify import sessions as host_sessions
+from monitor.sessions import service as host_sessions
 from monitor.store.records import SessionRecord
 from monitor.webapp.api.schemas import (
     ERRORS,

@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from monitor.config import parse_duration
 from monitor.core.text import make_visible
-from monitor.notify import silences
+from monitor.silences import service as silences
 from monitor.webapp.deps import ReadSession, Web, WriteSession, require_editor, require_viewer, signed_in
 from monitor.webapp.pages.alert import form_text
 from monitor.webapp.pages.csrf import CheckedForm
