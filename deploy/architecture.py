@@ -10,7 +10,9 @@ and fails when:
   holding one concept end to end, such as `monitor/approvals/`) names each module by its role,
   and a module of role R counts as a member of R's layer package (`storage` is in `store`,
   `api` in `webapp`), so a unit is a vertical slice through the layers, not a layer of its own,
-- modules import each other in a cycle, or
+- modules import each other in a cycle, or one module, imported first, would find another
+  partially initialised (a cycle of what runs at import, including the package `__init__` that
+  importing `a.b.c` runs first), or
 - a module is longer than the limit (a module that long does more than one job).
 """
 
@@ -45,6 +47,7 @@ UNITS = {
         "names": "core",
         "inputs": "core",
         "records": "store",
+        "models": "store",
         "storage": "store",
         "cache": "store",
         "service": "notify",
@@ -55,6 +58,19 @@ UNITS = {
         "pages": "webapp",
         "cli": "cli",
         "hookcommand": "cli",
+    },
+    "identity": {
+        "roles": "core",
+        "models": "store",
+        "records": "store",
+        "storage": "store",
+        "audit": "notify",
+        "callers": "webapp",
+        "acts": "webapp",
+        "signin": "webapp",
+        "api": "webapp",
+        "pages": "webapp",
+        "cli": "cli",
     },
     "sessions": {"service": "notify", "api": "webapp", "pages": "webapp"},
     "silences": {"service": "notify", "api": "webapp", "pages": "webapp", "cli": "cli"},
@@ -70,12 +86,16 @@ def module_name(path: Path, package: Path) -> str:
     return ".".join(parts)
 
 
-def imports_of(path: Path, name: str, known: set[str]) -> set[str]:
-    """The `monitor` modules this file imports, resolved to module names that exist."""
+def imports_of(path: Path, name: str, known: set[str], *, at_import: bool = False) -> set[str]:
+    """The `monitor` modules this file imports, resolved to module names that exist.
+
+    With `at_import`, only what runs when the module is imported (its top-level statements, not
+    function bodies or `if TYPE_CHECKING:`), plus the packages whose `__init__` that runs first."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    nodes = _top_level(tree.body) if at_import else list(ast.walk(tree))
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -87,7 +107,33 @@ def imports_of(path: Path, name: str, known: set[str]) -> set[str]:
             for alias in node.names:
                 submodule = f"{base}.{alias.name}"
                 found.add(submodule if submodule in known else base)
-    return {target for target in found if target in known and target != "monitor"}
+    found = {target for target in found if target in known and target != "monitor"}
+    if at_import:
+        # Importing `a.b.c` runs `a.b`'s __init__ first, unless this module is inside `a.b` (whose
+        # __init__ is then already running): a cycle through it is a partially initialised module.
+        inside = {".".join(name.split(".")[:n]) for n in range(1, name.count(".") + 1)}
+        for target in list(found):
+            parts = target.split(".")
+            parents = (".".join(parts[:n]) for n in range(2, len(parts)))
+            found.update(p for p in parents if p in known and p not in inside and p != name)
+    return found
+
+
+def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements that run at import: the module's own, and those inside `try`/`if` blocks other
+    than `if TYPE_CHECKING:`."""
+    found: list[ast.stmt] = []
+    for node in body:
+        if isinstance(node, ast.If):
+            if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+                found += _top_level(node.body) + _top_level(node.orelse)
+        elif isinstance(node, ast.Try):
+            found += _top_level(node.body) + _top_level(node.orelse) + _top_level(node.finalbody)
+            for handler in node.handlers:
+                found += _top_level(handler.body)
+        else:
+            found.append(node)
+    return found
 
 
 def top(name: str) -> str:
@@ -163,6 +209,12 @@ def problems(package: Path) -> list[str]:
             if LAYERS[top(target)] >= LAYERS[top(name)]:
                 found.append(f"{name} imports {target}: arrows point from higher layers to lower ones only")
     found += [f"import cycle: {' -> '.join(component)}" for component in cycles(graph)]
+    at_import = {name: imports_of(path, name, known, at_import=True) for name, path in names.items()}
+    found += [
+        f"import cycle when a module is imported first: {' -> '.join(component)}"
+        for component in cycles(at_import)
+        if sorted(component) not in [sorted(c) for c in cycles(graph)]
+    ]
     return found
 
 

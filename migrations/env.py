@@ -6,10 +6,10 @@ from alembic import context
 from sqlalchemy import Connection
 
 from monitor.store import make_engine
-from monitor.store.models import Base
+from monitor.store.schema import metadata
 
 config = context.config
-target_metadata = Base.metadata
+target_metadata = metadata
 
 
 def run(connection: Connection) -> None:

@@ -8,6 +8,7 @@ are secrets and never leave the process (not in the database, not in logs, not i
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import tomllib
@@ -31,6 +32,7 @@ from monitor.core.hostconfigs import read_host_config
 from monitor.core.hosts import HostPolicy, check_host_entry
 from monitor.core.rules import Severity
 from monitor.core.states import ApprovalMode
+from monitor.identity.roles import Role
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -256,12 +258,46 @@ class DecisionSettings(BaseModel):
     refresh_wait: Duration = Field(default=2.0, gt=0, le=30)
 
 
+class AuthSettings(BaseModel):
+    """`[auth]`: dashboard sign-in behind a trusted authenticating proxy (docs/security.md), in the
+    convention of oauth2-proxy and Grafana's auth proxy."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    proxy_header: str | None = None
+    """The header the proxy names the signed-in person in (e.g. `X-Forwarded-Email`)."""
+    proxy_groups_header: str | None = None
+    """A header with the person's groups, comma-separated (e.g. `X-Forwarded-Groups`)."""
+    trusted_proxies: list[str] = Field(default_factory=list)
+    """Where the proxy connects from (CIDRs): the header is believed only from there."""
+    users: dict[str, Role] = Field(default_factory=dict)
+    """A person's role, by the name the proxy gives."""
+    groups: dict[str, Role] = Field(default_factory=dict)
+    """A role for everyone in a group; a person in several gets the highest."""
+    default_role: Role | None = None
+    """The role of a person the proxy signed in but no `users` or `groups` entry names (None: refused)."""
+    session_hours: float = Field(default=12.0, gt=0, le=24 * 30)
+    """How long a sign-in with a token lasts."""
+
+    @model_validator(mode="after")
+    def _proxies(self) -> AuthSettings:
+        if self.proxy_header and not self.trusted_proxies:
+            raise ValueError("trusted_proxies: required with proxy_header (where the proxy connects from)")
+        for network in self.trusted_proxies:
+            try:
+                ipaddress.ip_network(network, strict=False)
+            except ValueError:
+                raise ValueError(f"trusted_proxies: {network!r} is not an address or CIDR network") from None
+        return self
+
+
 @dataclass
 class Config:
     monitor: MonitorSettings
     servers: list[ServerConfig] = field(default_factory=list)
     webhooks: list[WebhookConfig] = field(default_factory=list)
     decisions: DecisionSettings = field(default_factory=DecisionSettings)
+    auth: AuthSettings = field(default_factory=AuthSettings)
     aliases: dict[str, list[str]] = field(default_factory=dict)
     """`[aliases]`: other names hosts know servers by, for any server (imported or registered over the
     API as well as `[[servers]]`), by the server's name."""
@@ -289,7 +325,7 @@ def load_config(path: str | Path | None) -> Config:
         raise ConfigError(f"{source}: not UTF-8 text") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
-    unknown = set(data) - {"monitor", "servers", "webhooks", "decisions", "aliases"}
+    unknown = set(data) - {"monitor", "servers", "webhooks", "decisions", "aliases", "auth"}
     if unknown:
         raise ConfigError(f"{source}: unknown section(s): {', '.join(sorted(unknown))}")
     monitor = _settings(_table(data, "monitor", source), source)
@@ -310,6 +346,7 @@ def load_config(path: str | Path | None) -> Config:
         for i, entry in enumerate(_array(data, "webhooks", source))
     ]
     decisions = _model(DecisionSettings, data.get("decisions", {}), f"{source}: [decisions]")
+    auth = _model(AuthSettings, data.get("auth", {}), f"{source}: [auth]")
     aliases = _aliases(_table(data, "aliases", source), source)
     seen: set[str] = set()
     for server in servers:
@@ -329,6 +366,7 @@ def load_config(path: str | Path | None) -> Config:
         servers=servers,
         webhooks=webhooks,
         decisions=decisions,
+        auth=auth,
         aliases=aliases,
         source=source,
         skipped=skipped,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from urllib.parse import urlsplit
@@ -14,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from support import read_only_flip, record_poll, webhook_secret
-from support.web import web_client
+from support.web import add_token, bearer, hold_session, session_value, web_client
 from support.world import T0
 
 from monitor.config import ServerConfig, WebhookConfig
@@ -23,7 +22,6 @@ from monitor.notify.alerts import Alerting
 from monitor.store import Store
 from monitor.store.models import Alert, WebhookDelivery
 from monitor.store.registration import sync_servers
-from monitor.webapp.context import session_cookie_value
 
 SECRET_ENV = "TEST_ALERT_PAGE_SECRET"
 
@@ -54,7 +52,11 @@ def alerted(store: Store, monkeypatch: pytest.MonkeyPatch) -> Store:
 
 @pytest.fixture
 def browser(alerted: Store) -> Iterator[TestClient]:
-    with web_client(alerted, auth="session", follow_redirects=False) as client:
+    """A browser signed in as dana, an approver (a named token: the actor of what she does)."""
+    add_token(alerted, "dana", "approver")
+    (alerting,) = [hook for hook in alerted.hooks if isinstance(hook, Alerting)]
+    with web_client(alerted, auth=None, follow_redirects=False, alerting=alerting) as client:
+        hold_session(client, session_value(client.app, "dana"))  # type: ignore[arg-type]
         yield client
 
 
@@ -80,8 +82,7 @@ def test_every_webhook_url_answers_with_the_alerts_page_when_signed_in(
         path = urlsplit(url).path
         browser.cookies.delete("dm_session")
         assert browser.get(path).status_code == 303, "a sign-in first"
-        web = browser.app.state.web  # type: ignore[attr-defined]
-        browser.cookies.set("dm_session", session_cookie_value(web, time.time()))
+        hold_session(browser, session_value(browser.app))
         page = browser.get(path)
         assert page.status_code == 200, (rule, page.text[:300])
         assert f"<code>{rule}</code>" in page.text
@@ -101,17 +102,22 @@ def test_acknowledge_with_who_and_a_note_then_resolve_by_hand_on_the_page(
         alert_id = session.scalars(select(Alert.id).where(Alert.rule == "read-only-revoked")).one()
     page = browser.get(f"/alerts/{alert_id}")
     token = csrf_of(page.text)
+    assert 'name="by"' not in page.text, "who acts is the signed-in person, not a field"
     done = browser.post(
         f"/alerts/{alert_id}/ack",
-        data={"csrf_token": token, "next": f"/alerts/{alert_id}", "by": "dana", "note": "Rolling back <v2>"},
+        data={
+            "csrf_token": token,
+            "next": f"/alerts/{alert_id}",
+            "by": "mallory",
+            "note": "Rolling back <v2>",
+        },
     )
-    assert done.status_code == 303 and done.headers["location"] == f"/alerts/{alert_id}?done={alert_id}"
+    assert done.status_code == 303 and done.headers["location"] == f"/alerts/{alert_id}"
     shown = browser.get(done.headers["location"]).text
     assert "acknowledged by dana" in shown and "Rolling back &lt;v2&gt;" in shown
+    assert "mallory" not in shown
 
-    resolved = browser.post(
-        f"/alerts/{alert_id}/resolve", data={"csrf_token": token, "by": "dana", "note": "rolled back"}
-    )
+    resolved = browser.post(f"/alerts/{alert_id}/resolve", data={"csrf_token": token, "note": "rolled back"})
     assert resolved.status_code == 303
     shown = browser.get(resolved.headers["location"]).text
     assert "resolved by dana" in shown and "rolled back" in shown and "Act on it" not in shown
@@ -125,24 +131,31 @@ def test_acknowledge_with_who_and_a_note_then_resolve_by_hand_on_the_page(
 
 
 def test_the_api_shows_one_alert_and_refuses_to_acknowledge_a_resolved_one(alerted: Store) -> None:
-    with web_client(alerted) as client:
+    """The actor is the token's name; an earlier release's `by` is kept as text in the note."""
+    sam = bearer(add_token(alerted, "sam", "responder"))
+    with web_client(alerted, auth=None) as client:
         (open_alert,) = [
-            a for a in client.get("/api/v1/alerts").json()["items"] if a["rule"] == "read-only-revoked"
+            a
+            for a in client.get("/api/v1/alerts", headers=sam).json()["items"]
+            if a["rule"] == "read-only-revoked"
         ]
-        acked = client.post(f"/api/v1/alerts/{open_alert['id']}/ack", json={"by": "sam", "note": "looking"})
+        acked = client.post(
+            f"/api/v1/alerts/{open_alert['id']}/ack", json={"by": "kim", "note": "looking"}, headers=sam
+        )
         assert acked.status_code == 200
         assert (acked.json()["state"], acked.json()["acknowledged_by"], acked.json()["ack_note"]) == (
             "acknowledged",
             "sam",
-            "looking",
+            "for kim: looking",
         )
+        client.headers.update(sam)
         detail = client.get(f"/api/v1/alerts/{open_alert['id']}").json()
         assert detail["alert"]["id"] == open_alert["id"]
         assert [f["rule"] for f in detail["findings"]] == ["read-only-revoked"]
         assert [(d["webhook"], d["event_type"], d["state"]) for d in detail["deliveries"]] == [
             ("ops", "alert.opened", "pending")
         ]
-        resolved = client.post(f"/api/v1/alerts/{open_alert['id']}/resolve", json={"by": "sam"})
+        resolved = client.post(f"/api/v1/alerts/{open_alert['id']}/resolve", json={"note": "done"})
         assert resolved.status_code == 200 and resolved.json()["resolved_by"] == "sam"
         conflict = client.post(f"/api/v1/alerts/{open_alert['id']}/ack")
         assert conflict.status_code == 409 and "resolved" in conflict.json()["detail"]
@@ -157,7 +170,7 @@ def test_an_acknowledged_critical_stays_on_the_overview_and_the_server_page(
     with alerted.sessions() as session:
         alert_id = session.scalars(select(Alert.id).where(Alert.rule == "read-only-revoked")).one()
     token = csrf_of(browser.get(f"/alerts/{alert_id}").text)
-    acked = browser.post(f"/alerts/{alert_id}/ack", data={"csrf_token": token, "by": "dana"})
+    acked = browser.post(f"/alerts/{alert_id}/ack", data={"csrf_token": token})
     assert acked.status_code == 303
     overview = browser.get("/").text
     assert "1 acknowledged" in overview and "1 critical" in overview  # the server's row and the tile
@@ -175,17 +188,36 @@ def test_approving_from_the_alert_page_resolves_it(alerted: Store, browser: Test
     page = browser.get(f"/alerts/{revoked}").text
     assert "Approve purge_tenant as in v2" in page
     assert "/approve" not in browser.get(f"/alerts/{unreachable}").text
-    approved = browser.post(
-        "/servers/tenants/approve?tool=purge_tenant",
-        data={
-            "csrf_token": csrf_of(page),
-            "version": "2",
-            "from": "1",
-            "back": "diff",
-            "resolve_alerts": "on",
-        },
-    )
-    assert approved.status_code == 303, approved.text
+    form = {"csrf_token": csrf_of(page), "version": "2", "from": "1", "back": "diff", "resolve_alerts": "on"}
+    asked = browser.post("/servers/tenants/approve?tool=purge_tenant", data=form)
+    assert asked.status_code == 200, "approving asks first"
+    assert "Approve as dana" in asked.text and f'href="/alerts/{revoked}"' in asked.text
+    assert f'href="/alerts/{unreachable}"' not in asked.text, "the confirmation lists what it resolves"
     with alerted.sessions() as session:
-        assert session.get_one(Alert, revoked).state == "resolved"
+        assert session.get_one(Alert, revoked).state == "open", "nothing happened before the confirmation"
+    confirm = dict(re.findall(r'name="([^"]+)" value="([^"]*)"', asked.text))
+    assert confirm["confirm"] == "yes" and confirm["version"] == "2"
+    approved = browser.post("/servers/tenants/approve?tool=purge_tenant", data=confirm)
+    assert approved.status_code == 303, approved.text
+    assert (
+        "dana approved &#39;purge_tenant&#39; of tenants as in v2"
+        in browser.get(approved.headers["location"]).text
+    )
+    with alerted.sessions() as session:
+        alert = session.get_one(Alert, revoked)
+        assert (alert.state, alert.resolved_by, alert.resolve_note) == (
+            "resolved",
+            "dana",
+            "approved as in v2",
+        )
         assert session.get_one(Alert, unreachable).state != "resolved"
+        resolved = [
+            json.loads(body)
+            for body in session.scalars(select(WebhookDelivery.body))
+            if json.loads(body)["type"] == "alert.resolved"
+        ]
+    assert [(r["alert"]["id"], r["by"], r["note"]) for r in resolved] == [
+        (revoked, "dana", "approved as in v2")
+    ]
+    shown = browser.get(f"/alerts/{revoked}").text
+    assert "by dana" in shown and "approved as in v2" in shown and "the condition cleared" not in shown

@@ -226,15 +226,16 @@ def test_acknowledge(engine: Engine) -> None:
     (alert,) = h.alerts()
     at = datetime.now(UTC)
     with h.store.sessions.begin() as session:
-        acked = acknowledge(session, alert.id, at)
+        acked = acknowledge(session, alert.id, at, by="dana")
         assert acked is not None and acked.state == "acknowledged" and acked.acknowledged_at == at
-        assert acknowledge(session, alert.id, at + timedelta(hours=1)) is acked
+        assert acknowledge(session, alert.id, at + timedelta(hours=1), by="sam") is acked
         assert acked.acknowledged_at == at, "acknowledging twice keeps the first time"
-        assert acknowledge(session, alert.id + 1000, at) is None
+        assert acked.acknowledged_by == "dana", "and who took it first"
+        assert acknowledge(session, alert.id + 1000, at, by="dana") is None
 
     h.succeed([tool("search")])  # the condition clears: acknowledged -> resolved
     with h.store.sessions.begin() as session, pytest.raises(AlertResolved, match="nothing to acknowledge"):
-        acknowledge(session, alert.id, datetime.now(UTC))
+        acknowledge(session, alert.id, datetime.now(UTC), by="dana")
     assert [event for _, event, _ in h.outbox()] == ["alert.opened", "alert.resolved"]
 
 

@@ -75,11 +75,15 @@ def test_server_page_shows_decisions_and_the_diff_page_approves(browser: TestCli
             "back": "diff",
             "note": "the access-time update is intended",
             "resolve_alerts": "on",
+            "confirm": "yes",  # the confirmation step itself: tests/test_alert_page.py
         },
     )
     assert done.status_code == 303, done.text
-    assert done.headers["location"].startswith("/servers/search/diff?from=1&to=4&done=")
-    assert "resolved 1 alert" in browser.get(done.headers["location"]).text
+    assert done.headers["location"] == "/servers/search/diff?from=1&to=4"
+    alert_id = world.alert_ids["open:read-only-revoked"]
+    banner = re.search(r'<p class="flash"[^>]*>(.*?)</p>', browser.get(done.headers["location"]).text)
+    assert banner is not None
+    assert banner.group(1) == f"config approved 4 tools of search as in v4, resolving alert(s) #{alert_id}."
     with world.store.sessions() as session:
         alert = session.scalar(select(Alert).where(Alert.id == world.alert_ids["open:read-only-revoked"]))
         assert alert is not None and alert.state == "resolved"
@@ -92,8 +96,9 @@ def test_server_page_shows_decisions_and_the_diff_page_approves(browser: TestCli
 
     history = browser.get("/servers/search/tools/lookup").text
     assert 'revoked <span class="tool">lookup</span>' in history
-    assert "the access-time update is intended" in history and "dashboard" in history
-    assert history.index("revoked") < history.index("dashboard") < history.index("trust on first use")
+    assert "the access-time update is intended" in history and "dashboard" not in history
+    events = history[history.index("revoked") :]
+    assert events.index("config") < events.index("trust on first use"), "newest first, each with its actor"
 
 
 def test_without_a_sign_in_the_forms_are_not_offered(world: World) -> None:

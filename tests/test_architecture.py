@@ -121,3 +121,25 @@ def test_a_units_init_imports_nothing(architecture: ModuleType, tmp_path: Path) 
     root.joinpath("approvals", "policy.py").write_text("")
     found = architecture.problems(root)
     assert found == ["monitor.approvals: a unit's __init__ imports nothing (it would import every role)"]
+
+
+def test_a_cycle_through_a_package_init_at_import_fails(architecture: ModuleType, tmp_path: Path) -> None:
+    """`approvals.models` imports `store.columns`, which runs `store/__init__` first; that imports
+    `store.polls`, which imports `approvals.models`, still half made: an ImportError whenever
+    `approvals.models` is the first of them imported. Lazy imports in functions run later and count
+    for layering only."""
+    files = {
+        "core/__init__.py": "",
+        "store/__init__.py": "from monitor.store.polls import Store\n",
+        "store/columns.py": "SafeText = 1\n",
+        "store/polls.py": "from monitor.approvals.models import Names\nStore = 1\n",
+        "approvals/__init__.py": "",
+        "approvals/models.py": "from monitor.store.columns import SafeText\nNames = 1\n",
+    }
+    found = architecture.problems(package(tmp_path / "eager", files))
+    assert found == [
+        "import cycle when a module is imported first: "
+        "monitor.approvals.models -> monitor.store -> monitor.store.polls"
+    ], found
+    lazy = {**files, "store/polls.py": "def names():\n    from monitor.approvals.models import Names\n"}
+    assert architecture.problems(package(tmp_path / "lazy", lazy)) == []

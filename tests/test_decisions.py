@@ -17,11 +17,12 @@ from sqlalchemy import select
 from support import record_poll, tool
 from support.web import TOKEN, TOKEN_ENV, web_client
 
+from monitor.approvals.models import DecisionRecord
 from monitor.config import Config, ConfigError, MonitorSettings, ServerConfig, load_config
 from monitor.core.findings import Severity
 from monitor.core.fingerprint import fingerprint
 from monitor.store import Store
-from monitor.store.models import Alert, DecisionRecord
+from monitor.store.models import Alert
 from monitor.store.registration import sync_servers
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
@@ -176,7 +177,7 @@ def test_tofu_trusts_the_first_version_and_asks_about_later_tools(tofu: Demo) ->
     assert tofu.client.delete("/api/v1/servers/demo/approvals/lookup").status_code == 404
     lookup_history = tofu.client.get("/api/v1/servers/demo/approvals", params={"tool": "lookup"}).json()
     assert [(h["action"], h["actor"]) for h in lookup_history] == [
-        ("revoke", "api"),
+        ("revoke", "config"),
         ("approve", "trust on first use"),
     ]
     assert lookup_history[0]["note"] == "re-check"
@@ -347,9 +348,13 @@ def test_toolhive_pdp_answers_allow_from_the_decision(review: Demo) -> None:
         json=porc("mrn:mcp:demo:tool:search"),
         headers={"Authorization": "Basic " + base64.b64encode(b"x:nope").decode()},
     )
-    assert wrong.status_code == 401
+    assert wrong.status_code == 200 and wrong.json() == {"allow": False}, "a 401 would be ToolHive's error"
     anonymous = review.client.post(url, json=porc("mrn:mcp:demo:tool:search"), headers=plain)
-    assert anonymous.status_code == 401
+    assert anonymous.status_code == 200 and anonymous.json() == {"allow": False}
+    other = review.client.post(
+        url, json=porc("mrn:mcp:demo:tool:x", operation="mcp:prompt:get"), headers=plain
+    )
+    assert other.json() == {"allow": False}, "a caller that may not ask is allowed nothing"
 
 
 def test_the_hook_endpoint_reads_a_pre_tool_use_input_through_the_alias(review: Demo) -> None:

@@ -106,7 +106,8 @@ def test_review_approve_flip_and_the_claude_code_hook(tmp_path: Path) -> None:
             assert http_hook("Bash") == {}, "not an MCP tool: no opinion"
             assert http_hook("mcp__elsewhere__lookup") == {}, "a server the monitor does not know"
             unauthorised = httpx.post(hook_url, json=pre_tool_use("mcp__demo__lookup"), timeout=30)
-            assert unauthorised.status_code == 401
+            assert unauthorised.status_code == 200, "a 401 would let Claude Code run the call"
+            assert decision_of(unauthorised.json()) == "deny"
 
             approved = run("approve", "demo", "--config", str(config), "--note", "reviewed", env=env)
             assert approved.returncode == 0, approved.stderr

@@ -36,12 +36,13 @@ from support.gate import (
 )
 from support.polls import poll_once
 
+from monitor.approvals.models import UnmonitoredServer
 from monitor.collect.poller import Poller
 from monitor.config import Config, DecisionSettings, MonitorSettings, ServerConfig
 from monitor.core.findings import Severity
 from monitor.notify.alerts import alerting_store
 from monitor.store import PollOutcome, Store
-from monitor.store.models import Alert, FindingRecord, UnmonitoredServer
+from monitor.store.models import Alert, FindingRecord
 from monitor.store.registration import sync_servers
 
 
@@ -316,7 +317,8 @@ def test_any_hook_input_is_answered_200_and_the_decision_never_reads_tool_input(
         unauthenticated = gate.client.post(
             url, json=pre_tool_use("mcp__demo__lookup"), headers={"Authorization": ""}
         )
-        assert unauthenticated.status_code == 401, "the token is still required"
+        assert unauthenticated.status_code == 200, "a 401 would let the host run the call"
+        assert permission(unauthenticated.json()) == "deny", "the token is still required: without it, a deny"
 
 
 def test_a_refused_poll_keeps_its_findings_and_the_server_state_says_why(gate: Gate) -> None:

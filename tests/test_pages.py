@@ -19,7 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 from httpx import Response
 from sqlalchemy import event, select
-from support.web import AUTH, TOKEN, TOKEN_ENV, make_app, web_client
+from support.web import AUTH, TOKEN, TOKEN_ENV, hold_session, make_app, session_value, web_client
 from support.world import HOSTILE_IMG, HOSTILE_SCRIPT, T0, World, populate, record
 
 from monitor.sessions import service as sessions
@@ -27,7 +27,6 @@ from monitor.store import PollOutcome, Store
 from monitor.store.models import Alert
 from monitor.store.registration import sync_servers
 from monitor.webapp.app import CONTENT_SECURITY_POLICY
-from monitor.webapp.context import SESSION_SECONDS, session_cookie_value
 
 RAW_HIDDEN = ("\u202e", "\u202c", "\U000e0041", "\U000e0042", "\u200b")
 
@@ -290,34 +289,44 @@ def test_pages_need_a_sign_in_when_a_token_is_configured(browser: TestClient) ->
     assert redirect.headers["location"] == "/login?next=%2Falerts%3Fstate%3Dopen"
     assert browser.get("/static/style.css").status_code == 200
     assert browser.get("/login").status_code == 200
-    browser.cookies.set("dm_session", "9999999999.deadbeef")
+    hold_session(browser, "9999999999.deadbeef")
     assert browser.get("/").status_code == 303  # forged
-    web = browser.app.state.web  # type: ignore[attr-defined]
-    browser.cookies.set("dm_session", session_cookie_value(web, time.time() - SESSION_SECONDS - 1))
+    hold_session(browser, session_value(browser.app, at=time.time() - 3601))
     assert browser.get("/").status_code == 303  # signed, but expired
-    browser.cookies.set("dm_session", session_cookie_value(web, time.time()))
+    hold_session(browser, session_value(browser.app))
     assert browser.get("/").status_code == 200
     browser.cookies.delete("dm_session")
     assert browser.get("/", headers=AUTH).status_code == 200  # the bearer token works for pages too
 
 
 def test_login_checks_csrf_and_the_token(browser: TestClient) -> None:
+    """The sign-in page hands out an anonymous session (HttpOnly, SameSite=Strict) and a CSRF token
+    bound to it; signing in starts a new session, so a token or cookie known before is worth nothing."""
     login = browser.get("/login")
-    assert "dm_csrf=" in login.headers["set-cookie"] and "SameSite=strict" in login.headers["set-cookie"]
+    cookie = login.headers["set-cookie"]
+    assert "dm_session=" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert "dm_csrf" not in cookie
     token = csrf_of(login)
     assert browser.post("/login", data={"token": TOKEN}).status_code == 403  # no CSRF field
     assert browser.post("/login", data={"csrf_token": "x.y", "token": TOKEN}).status_code == 403
     wrong = browser.post("/login", data={"csrf_token": token, "token": "guess"})
-    assert wrong.status_code == 401 and "not the configured API token" in wrong.text
+    assert wrong.status_code == 401 and "not a valid token" in wrong.text
     assert "dm_session" not in wrong.headers.get("set-cookie", "")
+    before = browser.cookies["dm_session"]
     offsite = browser.post("/login", data={"csrf_token": token, "token": TOKEN, "next": "//evil.example/"})
     assert offsite.status_code == 303 and offsite.headers["location"] == "/"
+    signed_in = offsite.cookies["dm_session"]
+    assert signed_in != before and TOKEN not in signed_in
+    assert csrf_of(browser.get("/alerts")) != token, "a new session, a new CSRF token"
+    hold_session(browser, before)
+    assert browser.get("/alerts").status_code == 303, "the session from before the sign-in is nobody's"
 
 
 def test_acknowledge_from_the_alerts_page(browser: TestClient, world: World) -> None:
     sign_in(browser)
     page = browser.get("/alerts")
     assert page.status_code == 200 and "Acknowledge" in page.text
+    assert "config (admin)" in page.text
     token = csrf_of(page)
     alert_id = open_alert(world)
 
@@ -340,10 +349,11 @@ def test_acknowledge_from_the_alerts_page(browser: TestClient, world: World) -> 
         data={"csrf_token": token, "next": "/alerts?state=open"},
         headers={"Origin": "http://testserver"},
     )
-    assert done.status_code == 303 and done.headers["location"] == f"/alerts?state=open&done={alert_id}"
+    assert done.status_code == 303 and done.headers["location"] == "/alerts?state=open"
     assert alert_state(world, alert_id) == "acknowledged"
     after = browser.get(done.headers["location"])
-    assert f"Alert {alert_id} acknowledged" in after.text
+    assert f"Alert {alert_id} acknowledged by config." in after.text
+    assert f"Alert {alert_id} acknowledged" not in browser.get("/alerts?state=open").text, "shown once"
     assert browser.post("/alerts/999999/ack", data={"csrf_token": token}).status_code == 404
 
     signed_out = browser.post("/logout", data={"csrf_token": token})
@@ -351,15 +361,16 @@ def test_acknowledge_from_the_alerts_page(browser: TestClient, world: World) -> 
     assert browser.get("/alerts").status_code == 303
 
 
-def test_a_csrf_cookie_from_another_key_is_refused(world: World) -> None:
-    """The CSRF token is signed with a key from the API token: one planted by a sibling domain fails."""
-    with web_client(world.store, auth=None, follow_redirects=False) as browser:
-        sign_in(browser)
-        browser.cookies.delete("dm_csrf")
-        browser.cookies.set("dm_csrf", "planted.0000")
-        response = browser.post(f"/alerts/{open_alert(world)}/ack", data={"csrf_token": "planted.0000"})
-        assert response.status_code == 403 and "not valid" in response.text
-        assert alert_state(world, open_alert(world)) == "open"
+def test_the_banner_says_only_what_the_server_chose(browser: TestClient) -> None:
+    """The message after an action travels in a cookie the server signs: neither a query parameter
+    nor a cookie someone else wrote can make a sentence appear in the banner."""
+    sign_in(browser)
+    sentence = "Your account is locked: call 555-0100"
+    assert sentence not in browser.get("/alerts", params={"done": sentence, "message": sentence}).text
+    browser.cookies.set("dm_flash", sentence)
+    assert sentence not in browser.get("/alerts").text
+    browser.cookies.set("dm_flash", f"{sentence}.{'0' * 64}")
+    assert sentence not in browser.get("/alerts").text
 
 
 def test_without_a_token_the_dashboard_is_read_only(world: World) -> None:

@@ -3,9 +3,9 @@ no webhook; a silence that ends resolves nothing. Through the store, the API, th
 
 from __future__ import annotations
 
+import getpass
 import re
 import subprocess
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 from support import cli, read_only_flip, record_poll, webhook_secret
-from support.web import AUTH, web_client
+from support.web import AUTH, hold_session, session_value, web_client
 
 from monitor.config import ServerConfig, WebhookConfig
 from monitor.core.findings import Severity
@@ -24,7 +24,6 @@ from monitor.silences import service as silences
 from monitor.store import Store
 from monitor.store.models import Alert, FindingRecord, WebhookDelivery
 from monitor.store.registration import sync_servers
-from monitor.webapp.context import session_cookie_value
 
 SECRET_ENV = "TEST_SILENCE_SECRET"
 T0 = datetime(2026, 11, 4, 10, 0, tzinfo=UTC)
@@ -176,7 +175,7 @@ def test_the_silences_page_creates_and_expires_and_muted_findings_are_shown(
     muted_store: tuple[Store, int], client: TestClient
 ) -> None:
     web = client.app.state.web  # type: ignore[attr-defined]
-    client.cookies.set("dm_session", session_cookie_value(web, time.time()))
+    hold_session(client, session_value(client.app))
     page = client.get("/silences?server=reports")
     assert page.status_code == 200 and 'value="reports"' in page.text
     token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
@@ -188,11 +187,12 @@ def test_the_silences_page_creates_and_expires_and_muted_findings_are_shown(
         "tool": "export",
         "duration": "90d",
     }
-    created = client.post("/silences", data={**form, "by": "dana", "reason": "<b>known</b>"})
+    created = client.post("/silences", data={**form, "by": "mallory", "reason": "<b>known</b>"})
     assert created.status_code == 303, created.text
     listed = client.get(created.headers["location"]).text
     assert "&lt;b&gt;known&lt;/b&gt;" in listed and "Expire now" in listed
-    assert client.post("/silences", data={**form, "by": "", "reason": "x"}).status_code == 422
+    assert "mallory" not in listed and "config" in listed, "the signed-in name made it, not a field"
+    assert client.post("/silences", data={**form, "reason": ""}).status_code == 422
 
     store, server_id = muted_store
     record_poll(store, server_id, listing(False), web.now() + timedelta(minutes=1))  # by the app's clock
@@ -234,7 +234,8 @@ def test_the_cli_adds_lists_and_expires_silences(engine: Engine, database_url: s
         "rollout",
     )
     assert added.returncode == 0, added.stderr
-    assert "mutes server reports, rule tool-added" in added.stdout and "by dana: rollout" in added.stdout
+    assert "mutes server reports, rule tool-added" in added.stdout
+    assert f"by command line ({getpass.getuser()}): for dana: rollout" in added.stdout
     listed = run("list")
     assert "active" in listed.stdout and "rollout" in listed.stdout
     silence_id = added.stdout.split()[1]

@@ -115,7 +115,7 @@ async def test_pagerduty_trigger_acknowledge_resolve_with_one_dedup_key(
         await flip.deliver()
         alert = flip.alert()
         with Session(engine) as session, session.begin():
-            acknowledge(session, alert.id, flip.tick(), policy=flip.alerting)
+            acknowledge(session, alert.id, flip.tick(), by="dana", policy=flip.alerting)
         await flip.deliver()
         flip.poll(read_only=True)
         await flip.deliver()

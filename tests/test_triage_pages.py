@@ -27,7 +27,7 @@ def incident(engine: Engine) -> Incident:
 
 @pytest.fixture
 def client(incident: Incident) -> Iterator[TestClient]:
-    with web_client(incident.store, follow_redirects=False) as test_client:
+    with web_client(incident.store, auth="session", follow_redirects=False) as test_client:
         yield test_client
 
 

@@ -10,7 +10,8 @@ approved (docs/contract.md section 10). Everything about that lives here, one mo
 | `policy` | core | the policy: approved, changed, revoked, never approved; enforced hints; freshness |
 | `names` | core | how hosts name servers and tools, and matching such a name to a monitored server |
 | `inputs` | core | reading a host's hook input, whatever it is, for the few fields a decision needs |
-| `records` | store | the API shapes of an approval event and of a kept decision |
+| `records` | store | the API shapes of an approval event, a kept decision, an unmonitored name |
+| `models` | store | the tables: approval events, kept decisions, names' generation, unmonitored names |
 | `storage` | store | the approval history (events kept forever) and the kept decisions |
 | `cache` | store | the per-process decision cache, valid for one generation of the database |
 | `service` | notify | approve (resolving the alerts it answers), revoke, set the mode: what adapters call |

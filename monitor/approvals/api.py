@@ -23,6 +23,9 @@ from monitor.approvals.records import ApprovalRecord
 from monitor.core.ijson import storable
 from monitor.core.states import ApprovalMode
 from monitor.core.text import make_visible
+from monitor.identity.acts import Acting
+from monitor.identity.callers import may_approve, may_decide, may_read, require
+from monitor.identity.roles import Permission
 from monitor.store.models import Server
 from monitor.store.records import ServerRecord
 from monitor.webapp.api.schemas import (
@@ -41,16 +44,14 @@ from monitor.webapp.deps import (
     ReadSession,
     ServerName,
     Web,
-    WriteSession,
     find_server_or_404,
-    require_read,
-    require_write,
 )
 
+read_or_decide = require(Permission.READ, Permission.DECIDE)
+"""Gateways read the enforced annotations with a decide token; people with a viewer one."""
 router = APIRouter(
     prefix="/api/v1",
     tags=["approvals"],
-    dependencies=[Depends(require_read)],
     responses=ERRORS,
     default_response_class=ApiJSONResponse,
 )
@@ -91,8 +92,18 @@ Note = Annotated[
 ]
 Actor = Annotated[
     StoredText | None,
-    Field(default=None, max_length=200, pattern=NO_NUL, description="Who, for the record (default: api)"),
+    Field(
+        default=None,
+        max_length=200,
+        pattern=NO_NUL,
+        description="Free text kept in the note (`for <by>: ...`); the actor is the token's name",
+    ),
 ]
+
+
+def with_by(note: str, by: str | None) -> str:
+    """A note that keeps an earlier release's `by` as text, never as the actor."""
+    return f"for {by}: {note}".rstrip(": ") if by else note
 
 
 class ApprovalIn(BaseModel):
@@ -127,7 +138,10 @@ class ModeIn(BaseModel):
 
 
 @router.get(
-    "/servers/{name}/approvals", summary="The approval history, newest first", responses=not_found("server")
+    "/servers/{name}/approvals",
+    summary="The approval history, newest first",
+    dependencies=[Depends(may_read)],
+    responses=not_found("server"),
 )
 def list_approvals(
     name: ServerName,
@@ -144,58 +158,71 @@ def list_approvals(
     "/servers/{name}/approvals",
     status_code=201,
     summary="Approve the tools' definitions as they are in a version",
-    dependencies=[Depends(require_write)],
+    dependencies=[Depends(may_approve)],
     responses={
         **WRITE_ERRORS,
         **not_found("server, version or tool"),
         409: {"model": ErrorOut, "description": "The server has not been polled yet"},
     },
 )
-def approve(name: ServerName, body: ApprovalIn, web: Web, session: WriteSession) -> ApprovedOut:
-    request = service.ApprovalRequest(name, body.version, body.tools, body.note, body.resolve_alerts)
+def approve(name: ServerName, body: ApprovalIn, web: Web, act: Acting) -> ApprovedOut:
+    note = with_by(body.note, body.by)
+    request = service.ApprovalRequest(name, body.version, body.tools, note, body.resolve_alerts)
     try:
-        done = service.approve(session, request, actor=body.by or "api", now=web.now(), policy=web.alerting)
+        done = service.approve(act.session, request, actor=act.actor, now=act.at, policy=web.alerting)
     except ApprovalError as exc:
         raise refused(exc) from None
+    act.record(
+        "approval.approve",
+        name,
+        version=done.version,
+        tools=sorted({a.tool for a in done.approvals if a.tool}),
+        resolved_alerts=done.resolved_alerts,
+        note=note,
+    )
     return ApprovedOut(version=done.version, approvals=done.approvals, resolved_alerts=done.resolved_alerts)
 
 
 @router.delete(
     "/servers/{name}/approvals/{tool:path}",
     summary="Revoke a tool's approval: it is asked about until approved again",
-    dependencies=[Depends(require_write)],
+    dependencies=[Depends(may_approve)],
     responses={**WRITE_ERRORS, **not_found("server or approval")},
 )
 def revoke(
     name: ServerName,
     tool: ToolName,
-    web: Web,
-    session: WriteSession,
+    act: Acting,
     note: Annotated[str, Query(max_length=4000, pattern=NO_NUL)] = "",
     by: Annotated[str | None, Query(max_length=200, pattern=NO_NUL)] = None,
 ) -> ApprovalRecord:
     try:
-        return service.revoke(session, name, tool, note=note, actor=by or "api", now=web.now())
+        event = service.revoke(act.session, name, tool, note=with_by(note, by), actor=act.actor, now=act.at)
     except ApprovalError as exc:
         raise refused(exc) from None
+    act.record("approval.revoke", name, tool=tool, note=with_by(note, by))
+    return event
 
 
 @router.put(
     "/servers/{name}/approval",
     summary="Set the server's approval mode (tofu, review or off)",
-    dependencies=[Depends(require_write)],
+    dependencies=[Depends(may_approve)],
     responses={
         **WRITE_ERRORS,
         **not_found("server"),
         409: {"model": ErrorOut, "description": "The server comes from a config file: set `approval` there"},
     },
 )
-def set_mode(name: ServerName, body: ModeIn, web: Web, session: WriteSession) -> ServerRecord:
+def set_mode(name: ServerName, body: ModeIn, act: Acting) -> ServerRecord:
+    note = with_by(body.note, body.by)
     try:
-        service.set_mode(session, name, body.mode, note=body.note, actor=body.by or "api", now=web.now())
+        changed = service.set_mode(act.session, name, body.mode, note=note, actor=act.actor, now=act.at)
     except ApprovalError as exc:
         raise refused(exc) from None
-    return find_server_or_404(session, name)
+    if changed:
+        act.record("approval.mode", name, mode=body.mode.value, note=note)
+    return find_server_or_404(act.session, name)
 
 
 # --- decisions -----------------------------------------------------------------------------------
@@ -203,7 +230,7 @@ def set_mode(name: ServerName, body: ModeIn, web: Web, session: WriteSession) ->
 decisions = APIRouter(
     prefix="/api/v1",
     tags=["decisions"],
-    dependencies=[Depends(require_read)],
+    dependencies=[Depends(may_decide)],
     responses=ERRORS,
     default_response_class=ApiJSONResponse,
 )
@@ -292,8 +319,10 @@ class EnforcedOut(BaseModel):
     tools: dict[str, EnforcedTool] = Field(description="Every tool of the current listing, by name")
 
 
-@decisions.get(
+@router.get(
     "/servers/{name}/annotations/enforced",
+    tags=["decisions"],
+    dependencies=[Depends(read_or_decide)],
     summary="The enforced annotations of every current tool, for gateways that assert reviewed ones",
     responses=not_found("server"),
 )

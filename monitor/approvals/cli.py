@@ -4,13 +4,13 @@ which `monitor.cli` runs before loading this parser)."""
 from __future__ import annotations
 
 import argparse
-import getpass
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from monitor.approvals import hookcommand
 from monitor.cli.common import EXIT_OK, CommandError, config_option, load, open_store
+from monitor.identity.cli import command_line
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from monitor.config import Config
 
 T = TypeVar("T")
+CALLER = command_line()
 
 HOOK_PATH = "/api/v1/hooks/claude-code"
 
@@ -55,25 +56,22 @@ def register(commands: Any) -> None:
     hook.set_defaults(run=lambda args: hookcommand.main(args.rest))
 
 
-def _actor() -> str:
-    try:
-        return f"command line ({getpass.getuser()})"
-    except (KeyError, OSError):
-        return "command line"
-
-
 def _run_approve(args: argparse.Namespace) -> int:
-    from monitor.approvals.service import ApprovalRequest, approve
+    from monitor.approvals.service import ApprovalRequest, ApprovalResult, approve
+    from monitor.identity.storage import record_event
     from monitor.notify.alerts import Alerting
 
     request = ApprovalRequest(args.server, args.version, args.tools or None, args.note, not args.keep_alerts)
     config = load(args)
-    done = _change(
-        config,
-        lambda session, now: approve(
-            session, request, actor=_actor(), now=now, policy=Alerting.from_config(config)
-        ),
-    )
+
+    def approving(session: Session, now: datetime) -> ApprovalResult:
+        done = approve(session, request, actor=CALLER.name, now=now, policy=Alerting.from_config(config))
+        tools = sorted({a.tool for a in done.approvals if a.tool})
+        detail = {"version": done.version, "tools": tools, "resolved_alerts": done.resolved_alerts}
+        record_event(session, CALLER, "approval.approve", args.server, at=now, detail=detail)
+        return done
+
+    done = _change(config, approving)
     names = ", ".join(sorted(record.tool for record in done.approvals if record.tool))
     print(f"approved {len(done.approvals)} tool(s) of {args.server} as in version {done.version}: {names}")
     if done.resolved_alerts:
@@ -83,14 +81,14 @@ def _run_approve(args: argparse.Namespace) -> int:
 
 def _run_revoke(args: argparse.Namespace) -> int:
     from monitor.approvals.service import revoke
+    from monitor.identity.storage import record_event
 
-    _change(
-        load(args),
-        lambda session, now: revoke(session, args.server, args.tool, note=args.note, actor=_actor(), now=now),
-    )
-    print(
-        f"revoked the approval of {args.tool!r} on {args.server}: decisions about it ask until approved again"
-    )
+    def revoking(session: Session, now: datetime) -> None:
+        revoke(session, args.server, args.tool, note=args.note, actor=CALLER.name, now=now)
+        record_event(session, CALLER, "approval.revoke", args.server, at=now, detail={"tool": args.tool})
+
+    _change(load(args), revoking)
+    print(f"revoked the approval of {args.tool!r} on {args.server}: decisions deny it until approved again")
     return EXIT_OK
 
 

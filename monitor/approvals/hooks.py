@@ -12,19 +12,19 @@ own (docs/approvals.md has each host's contract, with its sources):
 - ToolHive's HTTP PDP: `{"allow": bool}`; it has no prompt, so only an allow lets a call run.
 
 A host lets the call run when its hook fails (a non-2xx answer, a timeout, an unreadable answer), so
-every authenticated request is answered 200: an input that cannot be read, nested too deeply or
-larger than the limit is a deny with the reason. A decision never reads the tool's input.
+every request is answered 200: a caller without the right to ask (no token, a wrong, revoked or
+expired one, another role), an input that cannot be read, nested too deeply or larger than the
+limit, and a failure while deciding are each a deny with the reason. A decision never reads the
+tool's input.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hmac
+import logging
 from collections.abc import Callable
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
@@ -35,14 +35,15 @@ from monitor.approvals.point import Answer, DecisionPoint, Unmonitored
 from monitor.core.ijson import storable
 from monitor.core.states import DecisionKind
 from monitor.core.text import make_visible
+from monitor.identity.callers import declares_bearer, hook_refusal
 from monitor.webapp.api.schemas import ERRORS, ApiJSONResponse
 from monitor.webapp.context import WebContext
-from monitor.webapp.deps import BEARER_REQUIRED, Bearer, Web, context_of, require_read
+from monitor.webapp.deps import Web
 
 router = APIRouter(
     prefix="/api/v1",
     tags=["decisions"],
-    dependencies=[Depends(require_read)],
+    dependencies=[Depends(declares_bearer)],
     responses=ERRORS,
     default_response_class=ApiJSONResponse,
 )
@@ -51,6 +52,7 @@ HOOK_PATHS = frozenset(
     {"/api/v1/hooks/claude-code", "/api/v1/hooks/codex", "/api/v1/hooks/gemini-cli", TOOLHIVE_DECISION_PATH}
 )
 """Paths that read their body themselves, so that one over the size limit is answered, not refused."""
+log = logging.getLogger(__name__)
 REASON_LIMIT = 2000
 """Characters of a reason sent to a host (Claude Code caps its hook output at 10,000)."""
 
@@ -197,8 +199,16 @@ HookAnswer = Callable[[DecisionPoint, "dict[str, Any] | str"], BaseModel]
 async def _answer_hook(
     request: Request, point: DecisionPoint, web: WebContext, answer: HookAnswer
 ) -> Response:
-    hook = await read_input(request, web.config.monitor.max_request_bytes)
-    result = await run_in_threadpool(answer, point, hook)
+    """The host's answer, 200 whatever happens: a caller that may not ask (no token, a wrong or
+    revoked one, another role, a database that cannot check it) and a failure while deciding are
+    denies, because the host would run the call on a 401, a 403 or a 500."""
+    refused = hook_refusal(request)
+    hook = refused if refused is not None else await read_input(request, web.config.monitor.max_request_bytes)
+    try:
+        result = await run_in_threadpool(answer, point, hook)
+    except Exception:
+        log.exception("a hook decision failed: answered deny")
+        result = answer(point, "the monitor failed while deciding (see its log)")
     return ApiJSONResponse(result.model_dump(exclude_none=True))
 
 
@@ -298,34 +308,15 @@ async def gemini_hook(request: Request, point: Point, web: Web) -> Response:
 # --- ToolHive ------------------------------------------------------------------------------------
 
 
-def toolhive_token_ok(web: WebContext, request: Request) -> bool:
-    """ToolHive's HTTP PDP client sends no headers of its own, but Go sends the userinfo of its URL
-    as Basic authentication: `http://drift-monitor:<token>@host/...` carries the token as the password."""
-    if web.token is None or web.bearer_ok(request):
-        return True
-    scheme, _, value = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "basic":
-        return False
-    try:
-        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
-        return False
-    _, _, password = decoded.partition(":")
-    return hmac.compare_digest(password.encode(), web.token.encode())
-
-
-async def require_toolhive(request: Request, web: Web, _credentials: Bearer = None) -> None:
-    if not toolhive_token_ok(web, request):
-        raise HTTPException(401, BEARER_REQUIRED, {"WWW-Authenticate": "Bearer"})
-
-
 pdp = APIRouter(
     tags=["decisions"],
-    dependencies=[Depends(require_toolhive)],
+    dependencies=[Depends(declares_bearer)],
     responses=ERRORS,
     default_response_class=ApiJSONResponse,
 )
-"""The ToolHive endpoint: the token as a bearer or as the password of Basic authentication."""
+"""The ToolHive endpoint: the token as a bearer, or as the password of Basic authentication (ToolHive's
+PDP client sends no headers of its own, but Go sends the userinfo of its URL as Basic authentication:
+`http://drift-monitor:<token>@host/...`); `monitor.identity.callers` reads both."""
 
 
 class PorcIn(BaseModel):
@@ -381,10 +372,3 @@ def toolhive_answer(point: DecisionPoint, porc: dict[str, Any] | str) -> PdpOut:
 )
 async def toolhive_decision(request: Request, point: Point, web: Web) -> Response:
     return await _answer_hook(request, point, web, toolhive_answer)
-
-
-def is_toolhive_request(web_request: Request) -> bool:
-    """For the app's early token check: the PDP path also takes the token as Basic authentication."""
-    return web_request.url.path == TOOLHIVE_DECISION_PATH and toolhive_token_ok(
-        context_of(web_request), web_request
-    )

@@ -1,8 +1,11 @@
 """Approving and revoking from the dashboard, next to the findings a person is judging.
 
 The server page shows each current tool's decision with its reason and the kept non-allow
-decisions; it and the diff page carry the approve forms. The forms are posted like the alert
-acknowledgement: a signed-in person, the CSRF token, then back to the page with what was done.
+decisions; it, the diff page and the alert page carry the approve forms. Approving asks first: the
+form leads to a page that says what will be approved, in which version, and which open alerts it
+will resolve, and only its "Approve" button approves, as the signed-in approver (the actor of the
+events, the resolutions and their audit entry). Revoking is one click: it only ever makes decisions
+stricter.
 """
 
 from __future__ import annotations
@@ -11,28 +14,27 @@ from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, Response
 from sqlalchemy.orm import Session
 
 from monitor.approvals import service, storage
 from monitor.approvals.api import point_of, refused
-from monitor.approvals.errors import ApprovalError
+from monitor.approvals.errors import ApprovalError, Conflict
+from monitor.identity.acts import Acting
+from monitor.identity.callers import caller_of, page_approve, page_read
+from monitor.identity.roles import Permission
 from monitor.store.models import Server
 from monitor.store.records import ServerRecord
 from monitor.webapp.deps import (
     Web,
-    WriteSession,
     page_server_or_404,
-    require_editor,
-    require_viewer,
-    signed_in,
 )
 from monitor.webapp.pages.csrf import CheckedForm
 from monitor.webapp.pages.params import number_param
+from monitor.webapp.pages.rendering import redirect_with, render
 
-router = APIRouter(include_in_schema=False, dependencies=[Depends(require_viewer)])
+router = APIRouter(include_in_schema=False, dependencies=[Depends(page_read)])
 TheServer = Annotated[ServerRecord, Depends(page_server_or_404)]
-DASHBOARD = "dashboard"
 
 
 def server_approvals(request: Request, session: Session, server: ServerRecord) -> dict[str, Any]:
@@ -46,8 +48,7 @@ def server_approvals(request: Request, session: Session, server: ServerRecord) -
         "verdicts": verdicts,
         "approval_history": storage.history(session, row)[:50],
         "decisions": storage.recent_decisions(session, server.id),
-        "can_approve": signed_in(request.app.state.web, request),
-        "done": request.query_params.get("done", ""),
+        "can_approve": caller_of(request).may(Permission.APPROVE),
     }
 
 
@@ -57,13 +58,11 @@ def resolvable_alerts(session: Session, server: ServerRecord, version: int, tool
     return len(service.alerts_resolved_by(session, server.id, tools, version))
 
 
-def _back(server: str, fields: dict[str, str], done: str) -> Response:
-    page = fields.get("back", "server")
+def _back(server: str, fields: dict[str, str]) -> str:
     target = f"/servers/{quote(server, safe='')}"
-    if page == "diff":
-        target += f"/diff?from={fields.get('from', '')}&to={fields.get('version', '')}"
-        return RedirectResponse(f"{target}&done={quote(done)}", status_code=303)
-    return RedirectResponse(f"{target}?done={quote(done)}#approvals", status_code=303)
+    if fields.get("back", "server") == "diff":
+        return f"{target}/diff?from={quote(fields.get('from', ''))}&to={quote(fields.get('version', ''))}"
+    return f"{target}#approvals"
 
 
 @router.post("/servers/{name}/approve", response_class=HTMLResponse)
@@ -71,44 +70,82 @@ def approve(
     request: Request,
     web: Web,
     fields: CheckedForm,
-    _editor: Annotated[None, Depends(require_editor)],
+    _approver: Annotated[None, Depends(page_approve)],
     server: TheServer,
-    session: WriteSession,
+    act: Acting,
 ) -> Response:
+    """The first post shows what approving will do; the confirming one (`confirm=yes`) approves."""
     version = number_param(fields.get("version"), "version")
     tool = request.query_params.get("tool") or None
+    tools = [tool] if tool else None
     wanted = service.ApprovalRequest(
         server.name,
         version,
-        [tool] if tool else None,
+        tools,
         fields.get("note", "")[:4000],
         resolve_alerts=fields.get("resolve_alerts") == "on",
     )
+    if fields.get("confirm") != "yes":
+        shown = version or (server.current.version if server.current else None)
+        if shown is None:
+            raise refused(Conflict("the server has not been polled yet: there is nothing to approve"))
+        resolving = (
+            service.alerts_resolved_by(act.session, server.id, tools, shown) if wanted.resolve_alerts else []
+        )
+        return render(
+            request,
+            act.session,
+            "approve_confirm.html",
+            nav="",
+            server=server,
+            version=shown,
+            tool=tool,
+            fields=fields,
+            resolving=resolving,
+            back=_back(server.name, fields),
+            action=request.url.path + (f"?{request.url.query}" if request.url.query else ""),
+        )
     try:
-        done = service.approve(session, wanted, actor=DASHBOARD, now=web.now(), policy=web.alerting)
+        done = service.approve(act.session, wanted, actor=act.actor, now=act.at, policy=web.alerting)
     except ApprovalError as exc:
         raise refused(exc) from None
-    what = f"{tool!r}" if tool else f"{len(done.approvals)} tools"
-    resolved = f", resolved {len(done.resolved_alerts)} alert(s)" if done.resolved_alerts else ""
-    return _back(server.name, fields, f"approved {what} as in v{done.version}{resolved}")
+    names = sorted({a.tool for a in done.approvals if a.tool})
+    act.record(
+        "approval.approve",
+        server.name,
+        version=done.version,
+        tools=names,
+        resolved_alerts=done.resolved_alerts,
+        note=wanted.note,
+    )
+    what = f"{tool!r}" if tool else f"{len(names)} tools"
+    resolved = (
+        f", resolving alert(s) {', '.join(f'#{n}' for n in done.resolved_alerts)}"
+        if done.resolved_alerts
+        else ""
+    )
+    message = f"{act.actor} approved {what} of {server.name} as in v{done.version}{resolved}."
+    return redirect_with(request, _back(server.name, fields), message)
 
 
 @router.post("/servers/{name}/revoke", response_class=HTMLResponse)
 def revoke(
     request: Request,
-    web: Web,
     fields: CheckedForm,
-    _editor: Annotated[None, Depends(require_editor)],
+    _approver: Annotated[None, Depends(page_approve)],
     server: TheServer,
-    session: WriteSession,
+    act: Acting,
 ) -> Response:
     tool = request.query_params.get("tool", "")
     if not tool:
         raise HTTPException(422, "tool: which tool's approval to revoke")
+    note = fields.get("note", "")[:4000]
     try:
-        service.revoke(
-            session, server.name, tool, note=fields.get("note", "")[:4000], actor=DASHBOARD, now=web.now()
-        )
+        service.revoke(act.session, server.name, tool, note=note, actor=act.actor, now=act.at)
     except ApprovalError as exc:
         raise refused(exc) from None
-    return _back(server.name, fields, f"revoked the approval of {tool!r}")
+    act.record("approval.revoke", server.name, tool=tool, note=note)
+    message = (
+        f"{act.actor} revoked the approval of {tool!r}: decisions about it deny until it is approved again."
+    )
+    return redirect_with(request, _back(server.name, fields), message)

@@ -8,8 +8,6 @@ write.
 
 from __future__ import annotations
 
-import logging
-import queue
 import threading
 import time
 from collections.abc import Sequence
@@ -19,14 +17,14 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from monitor.approvals.models import UnmonitoredServer
 from monitor.approvals.policy import Verdict
 from monitor.approvals.storage import record_decision
 from monitor.sessions import service as host_sessions
 from monitor.store import Store
+from monitor.store.background import BackgroundWriter
 from monitor.store.db import insert
-from monitor.store.models import HostSession, Server, UnmonitoredServer
-
-logger = logging.getLogger(__name__)
+from monitor.store.models import HostSession, Server
 
 
 class SessionBeats:
@@ -112,110 +110,42 @@ class DecisionWrite:
     at: datetime
 
 
-class DecisionRecorder:
-    """Writes decisions' traces on a thread of its own, in batches, so that answering a decision
-    never waits for the database's write lock (which a poll may hold on SQLite).
+class DecisionRecorder(BackgroundWriter[DecisionWrite | UnmonitoredCall]):
+    """Writes decisions' traces (kept decisions, session beats, unmonitored names) off the request
+    path, in batches, so that answering never waits for the database's write lock (which a poll may
+    hold on SQLite)."""
 
-    At most `max_pending` writes wait; past that they are dropped and counted (`dropped`), so a
-    flood of denials cannot grow memory without bound. `flush()` waits until everything submitted
-    so far is committed; `close()` flushes and stops the thread.
-    """
-
-    def __init__(self, store: Store, *, keep: int, max_pending: int = 10_000, batch: int = 500) -> None:
-        self.store = store
+    def __init__(self, store: Store, *, keep: int, max_pending: int = 10_000) -> None:
+        super().__init__(store.sessions, name="decision-recorder", max_pending=max_pending)
         self.keep = keep
-        self.batch = batch
-        self.dropped = 0
-        self._queue: queue.Queue[DecisionWrite | UnmonitoredCall | None] = queue.Queue(max_pending)
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
 
-    def submit(self, write: DecisionWrite | UnmonitoredCall) -> None:
-        self._start()
-        try:
-            self._queue.put_nowait(write)
-        except queue.Full:
-            self.dropped += 1
-
-    def flush(self) -> None:
-        if self._thread is not None:
-            self._queue.join()
-
-    def close(self) -> None:
-        with self._lock:
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            self._queue.put(None)
-            thread.join()
-
-    def _start(self) -> None:
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name="decision-recorder", daemon=True)
-                    self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            first = self._queue.get()
-            items = [first]
-            while len(items) < self.batch:
-                try:
-                    items.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            writes = [item for item in items if item is not None]
-            try:
-                self._write_all(writes)
-            finally:
-                for _ in items:
-                    self._queue.task_done()
-            if len(writes) < len(items):
-                return
-
-    def _write_all(self, writes: list[DecisionWrite | UnmonitoredCall]) -> None:
-        """One transaction for the batch; if it fails, each write on its own, so that one bad write
-        (a server deleted meanwhile) costs only itself."""
-        if not writes:
-            return
-        try:
-            self._write(writes)
-            return
-        except Exception:
-            if len(writes) == 1:
-                logger.exception("could not record %r", writes[0])
-                return
+    def write(self, session: Session, writes: list[DecisionWrite | UnmonitoredCall]) -> None:
+        unmonitored = [write for write in writes if isinstance(write, UnmonitoredCall)]
+        if unmonitored:
+            record_unmonitored(session, unmonitored)
         for write in writes:
-            self._write_all([write])
-
-    def _write(self, writes: list[DecisionWrite | UnmonitoredCall]) -> None:
-        with self.store.sessions.begin() as session:
-            unmonitored = [write for write in writes if isinstance(write, UnmonitoredCall)]
-            if unmonitored:
-                record_unmonitored(session, unmonitored)
-            for write in writes:
-                if isinstance(write, UnmonitoredCall):
-                    continue
-                if write.verdict is not None:
-                    record_decision(
-                        session,
-                        server_id=write.server_id,
-                        tool=write.tool,
-                        verdict=write.verdict,
-                        session_id=write.session_id,
-                        client=write.client,
-                        now=write.at,
-                        keep=self.keep,
-                    )
-                if write.session_id is not None and write.holding is not None:
-                    beat(
-                        session,
-                        server=write.server,
-                        session_id=write.session_id,
-                        client=write.client,
-                        fingerprint=write.holding,
-                        now=write.at,
-                    )
+            if isinstance(write, UnmonitoredCall):
+                continue
+            if write.verdict is not None:
+                record_decision(
+                    session,
+                    server_id=write.server_id,
+                    tool=write.tool,
+                    verdict=write.verdict,
+                    session_id=write.session_id,
+                    client=write.client,
+                    now=write.at,
+                    keep=self.keep,
+                )
+            if write.session_id is not None and write.holding is not None:
+                beat(
+                    session,
+                    server=write.server,
+                    session_id=write.session_id,
+                    client=write.client,
+                    fingerprint=write.holding,
+                    now=write.at,
+                )
 
 
 def record_unmonitored(session: Session, calls: Sequence[UnmonitoredCall]) -> None:

@@ -65,6 +65,8 @@ def approve(
     if request.resolve_alerts:
         names = [event.tool for event in events if event.tool is not None]
         for alert in alerts_resolved_by(session, server.id, names, version):
+            alert.resolved_by = actor
+            alert.resolve_note = f"approved as in v{version}" + (f": {request.note}" if request.note else "")
             alerts.resolve(session, alert, now, policy=policy)
             resolved.append(alert.id)
     ids = {event.id for event in events}

@@ -20,19 +20,12 @@ from sqlalchemy import ColumnElement, Connection, Engine, delete, func, select
 from sqlalchemy.orm import Session
 
 from monitor.approvals.errors import Conflict, NotFound
+from monitor.approvals.models import Approval, DecisionRecord, UnmonitoredServer
 from monitor.approvals.policy import ApprovedTool, Verdict
 from monitor.approvals.records import ApprovalRecord, DecisionLogRecord, UnmonitoredRecord
 from monitor.core.states import ApprovalAction, ApprovalMode
 from monitor.store.generations import decisions_changed
-from monitor.store.models import (
-    Approval,
-    DecisionRecord,
-    ListingTool,
-    Server,
-    Snapshot,
-    ToolDefinition,
-    UnmonitoredServer,
-)
+from monitor.store.models import ListingTool, Server, Snapshot, ToolDefinition
 from monitor.store.retention import Progress, count_rows, delete_in_batches
 
 TOFU_ACTOR = "trust on first use"

@@ -19,9 +19,10 @@ from monitor.cli.common import EXIT_BROKEN_PIPE, EXIT_USAGE, CommandError
 from monitor.config import ConfigError
 from monitor.core.listing import ListingError
 from monitor.core.text import make_visible
+from monitor.identity import cli as token
 from monitor.silences import cli as silence
 
-COMMAND_GROUPS = (offline, database, serve, registry, approvals, silence)
+COMMAND_GROUPS = (offline, database, serve, registry, approvals, silence, token)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

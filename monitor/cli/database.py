@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monitor.cli.common import (
     EXIT_OK,
@@ -17,6 +17,11 @@ from monitor.cli.common import (
     wants_colour,
 )
 from monitor.cli.report import Progress, write_alert_report, write_poll_report
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from monitor.store.retention import Progress as PruneProgress
 
 
 def register(commands: Any) -> None:
@@ -47,6 +52,13 @@ def register(commands: Any) -> None:
         default=5000,
         metavar="N",
         help="rows deleted per transaction (default 5000)",
+    )
+    prune.add_argument(
+        "--audit-older-than",
+        type=_prune_age,
+        default=None,
+        metavar="DURATION",
+        help="also delete audit events older than this (e.g. 400d; default: the audit log is kept)",
     )
     prune.add_argument("--dry-run", action="store_true", help="count what would be deleted; change nothing")
     prune.set_defaults(run=_run_prune)
@@ -109,6 +121,28 @@ def _prune_batch_size(value: str) -> int:
     return size
 
 
+def _prune_audit(engine: Engine, args: argparse.Namespace, step: PruneProgress) -> None:
+    """Audit events before their own cutoff; the pruning itself is the log's newest event."""
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy.orm import Session
+
+    from monitor.identity.cli import command_line
+    from monitor.identity.storage import prune_audit, record_event
+
+    now = datetime.now(UTC)
+    cutoff = now - timedelta(seconds=args.audit_older_than)
+    count = prune_audit(
+        engine, older_than=cutoff, batch_size=args.batch_size, dry_run=args.dry_run, progress=step
+    )
+    verb = "would delete" if args.dry_run else "deleted"
+    print(f"{verb} {count} audit events from before {cutoff.isoformat(timespec='seconds')}", flush=True)
+    if not args.dry_run:
+        with Session(engine) as session, session.begin():
+            detail = {"before": cutoff.isoformat(), "deleted": count}
+            record_event(session, command_line(), "audit.prune", "audit log", at=now, detail=detail)
+
+
 def _run_prune(args: argparse.Namespace) -> int:
     """Trim poll attempts and finished deliveries older than the cutoff; snapshots and findings stay."""
     from datetime import UTC, datetime, timedelta
@@ -146,6 +180,8 @@ def _run_prune(args: argparse.Namespace) -> int:
             engine, older_than=cutoff, batch_size=args.batch_size, dry_run=args.dry_run, progress=step
         )
         print(f"{'would delete' if args.dry_run else 'deleted'} {decisions} kept decisions", flush=True)
+        if args.audit_older_than is not None:
+            _prune_audit(engine, args, step)
     except SchemaNotReady as exc:
         raise CommandError(str(exc)) from None
     finally:

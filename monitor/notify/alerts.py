@@ -381,7 +381,7 @@ def resolve(session: Session, alert: Alert, now: datetime, *, policy: Alerting) 
         return
     alert.state, alert.resolved_at, alert.open_key = AlertState.RESOLVED, now, None
     server = session.get_one(Server, alert.server_id)
-    alert_event(session, alert, server.name, "resolved")
+    alert_event(session, alert, server.name, "resolved", by=alert.resolved_by)
     announce(
         session,
         alert,

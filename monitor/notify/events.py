@@ -16,12 +16,15 @@ from monitor.store.models import Alert
 log = logging.getLogger("drift_monitor.alerts")
 
 
-def alert_event(session: Session, alert: Alert, server: str, event: str) -> None:
-    """Count and log `event` ("opened", "acknowledged", "resolved") for `alert` after commit."""
+def alert_event(session: Session, alert: Alert, server: str, event: str, *, by: str | None = None) -> None:
+    """Count and log `event` ("opened", "acknowledged", "resolved") for `alert` after commit, with
+    `by`, the caller who did it (None: the monitor itself)."""
     alert_id, rule, severity, tool = alert.id, alert.rule, alert.severity, alert.tool
     subject = server + (f" / {make_visible(tool)}" if tool else "")
     if alert.session_id:
         subject += f" (session {make_visible(alert.session_id)})"
+    if by is not None:
+        subject += f" by {make_visible(by)}"
 
     def committed() -> None:
         ALERT_EVENTS.labels(event, severity).inc()
@@ -39,6 +42,7 @@ def alert_event(session: Session, alert: Alert, server: str, event: str) -> None
                 "severity": severity,
                 "server": server,
                 "event": f"alert.{event}",
+                "actor": by,
             },
         )
 

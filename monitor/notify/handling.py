@@ -25,13 +25,13 @@ def acknowledge(
     alert_id: int,
     now: datetime,
     *,
-    by: str | None = None,
+    by: str,
     note: str | None = None,
     policy: Alerting | None = None,
 ) -> Alert | None:
     """Mark an alert as seen, by whom and why; it stays unresolved until its condition clears.
 
-    None: no such alert. Acknowledging again keeps the first time and adds a later note or name;
+    None: no such alert. Acknowledging again keeps the first time and who, and takes a later note;
     a resolved alert raises `AlertResolved`, since nothing is left to acknowledge. With the
     `policy`, the sinks that track acknowledgement (PagerDuty) hear of it.
     """
@@ -42,20 +42,20 @@ def acknowledge(
         raise AlertResolved(
             f"alert {alert_id} was resolved at {_iso(alert.resolved_at)}: nothing to acknowledge"
         )
+    alert.acknowledged_by = alert.acknowledged_by if alert.state == AlertState.ACKNOWLEDGED else by
+    alert.ack_note = note or alert.ack_note
     if alert.state == AlertState.OPEN:
         alert.state, alert.acknowledged_at = AlertState.ACKNOWLEDGED, now
         server = session.get_one(Server, alert.server_id)
-        alert_event(session, alert, server.name, "acknowledged")
+        alert_event(session, alert, server.name, "acknowledged", by=by)
         if policy is not None:
             targets = policy.webhooks_for(alert.severity_rank)
             announce(session, alert, server.name, AlertEvent.ACKNOWLEDGED, targets, now, policy)
-    alert.acknowledged_by = by or alert.acknowledged_by
-    alert.ack_note = note or alert.ack_note
     return alert
 
 
 def resolve_by_hand(
-    session: Session, alert_id: int, now: datetime, *, by: str | None, note: str | None, policy: Alerting
+    session: Session, alert_id: int, now: datetime, *, by: str, note: str | None, policy: Alerting
 ) -> Alert | None:
     """A person closes an alert (a session that will never report again, a known change): webhooks hear it.
 
@@ -67,7 +67,7 @@ def resolve_by_hand(
         return None
     if alert.state == AlertState.RESOLVED:
         raise AlertResolved(f"alert {alert_id} was already resolved at {_iso(alert.resolved_at)}")
-    alert.resolved_by, alert.resolve_note = by or "a signed-in user", note
+    alert.resolved_by, alert.resolve_note = by, note
     resolve(session, alert, now, policy=policy)
     return alert
 

@@ -21,10 +21,15 @@ def alert_payload(
     event_type: AlertEvent, alert: Alert, server: str, findings: Sequence[FindingRecord], base_url: str
 ) -> dict[str, Any]:
     """The body of docs/contract.md section 9, from the alert's and its findings' records; `state`,
-    `session_id` and `resolved_at` are extras for receivers that route."""
+    `session_id` and `resolved_at` are extras for receivers that route. `by` and `note` say who
+    acknowledged or resolved it and why (null for what the monitor did itself: opening, or
+    resolving when the condition cleared)."""
     record = AlertRecord.of(alert, server=server, finding_count=len(findings))
+    by, note = _actor(event_type, record)
     return {
         "type": event_type.value,
+        "by": by,
+        "note": note,
         "alert": {
             "id": record.id,
             "rule": record.rule,
@@ -40,6 +45,14 @@ def alert_payload(
         },
         "findings": [_finding_payload(finding) for finding in findings[:MAX_FINDINGS]],
     }
+
+
+def _actor(event_type: AlertEvent, record: AlertRecord) -> tuple[str | None, str | None]:
+    if event_type == AlertEvent.ACKNOWLEDGED:
+        return record.acknowledged_by, record.ack_note
+    if event_type == AlertEvent.RESOLVED:
+        return record.resolved_by, record.resolve_note
+    return None, None
 
 
 def _finding_payload(stored: FindingRecord) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from monitor.core.ijson import storable
 from monitor.core.text import make_visible
+from monitor.identity.callers import may_read, may_report
 from monitor.sessions import service as host_sessions
 from monitor.store.records import SessionRecord
 from monitor.webapp.api.schemas import (
@@ -26,13 +27,12 @@ from monitor.webapp.api.schemas import (
     utc,
 )
 from monitor.webapp.context import WebContext
-from monitor.webapp.deps import ReadSession, Web, WriteSession, require_read, require_write
+from monitor.webapp.deps import ReadSession, Web, WriteSession
 
 router = APIRouter(
     prefix="/api/v1",
     tags=["sessions"],
-    dependencies=[Depends(require_read)],
-    responses=ERRORS,
+    responses=ERRORS,  # each route says who may use it: hosts report with a decide token
     default_response_class=ApiJSONResponse,
 )
 ServerPath = Annotated[str, Path(max_length=200, pattern=SERVER_NAME)]
@@ -59,7 +59,7 @@ def _reported(session: Session, web: WebContext, server: str, session_id: str) -
     "/sessions",
     status_code=201,
     summary="Report a host session and the listing it cached",
-    dependencies=[Depends(require_write)],
+    dependencies=[Depends(may_report)],
     responses={**WRITE_ERRORS, **not_found("server")},
 )
 def register_session(web: Web, body: SessionCreate, session: WriteSession) -> SessionRecord:
@@ -86,7 +86,7 @@ def register_session(web: Web, body: SessionCreate, session: WriteSession) -> Se
 @router.put(
     "/sessions/{server}/{session_id:path}",
     summary="Heartbeat, optionally with the fingerprint of a re-fetched listing",
-    dependencies=[Depends(require_write)],
+    dependencies=[Depends(may_report)],
     responses={**WRITE_ERRORS, **not_found("server or session")},
 )
 def heartbeat_session(
@@ -121,7 +121,7 @@ def heartbeat_session(
     "/sessions/{server}/{session_id:path}",
     status_code=204,
     summary="The host closed the session",
-    dependencies=[Depends(require_write)],
+    dependencies=[Depends(may_report)],
     responses={**WRITE_ERRORS, **not_found("server or session")},
 )
 def close_session(web: Web, server: ServerPath, session_id: SessionPath, session: WriteSession) -> Response:
@@ -139,6 +139,7 @@ def close_session(web: Web, server: ServerPath, session_id: SessionPath, session
 @router.get(
     "/sessions",
     summary="Reported host sessions, stale ones first",
+    dependencies=[Depends(may_read)],
     responses={404: {"model": ErrorOut, "description": "`before` names no session in this list"}},
 )
 def list_sessions(

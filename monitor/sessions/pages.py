@@ -13,15 +13,16 @@ from sqlalchemy.orm import Session
 
 from monitor.approvals.storage import unmonitored_servers
 from monitor.core.findings import Finding
+from monitor.identity.callers import page_read
 from monitor.sessions import service as host_sessions
 from monitor.store import queries
 from monitor.store.records import SessionRecord, SnapshotRecord
-from monitor.webapp.deps import ReadSession, Web, require_viewer
+from monitor.webapp.deps import ReadSession, Web
 from monitor.webapp.pages.params import number_param
 from monitor.webapp.pages.refresh import auto_refresh
 from monitor.webapp.pages.rendering import render
 
-router = APIRouter(include_in_schema=False, dependencies=[Depends(require_viewer)])
+router = APIRouter(include_in_schema=False, dependencies=[Depends(page_read)])
 SESSIONS_PER_PAGE = 50
 MISSED_SHOWN = 5
 """Changes listed per session; the rest are counted, and the diff link shows them all."""

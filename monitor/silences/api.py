@@ -10,6 +10,8 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 
 from monitor.config import parse_duration
 from monitor.core.rules import CATALOG
+from monitor.identity.acts import Acting
+from monitor.identity.callers import may_read, may_respond
 from monitor.silences import service as silences
 from monitor.store.records import SilenceRecord
 from monitor.webapp.api.schemas import (
@@ -24,13 +26,12 @@ from monitor.webapp.api.schemas import (
     unprocessable,
     utc,
 )
-from monitor.webapp.deps import ReadSession, Web, WriteSession, require_read, require_write
+from monitor.webapp.deps import ReadSession, Web
 
 router = APIRouter(
     prefix="/api/v1",
     tags=["silences"],
-    dependencies=[Depends(require_read)],
-    responses=ERRORS,
+    responses=ERRORS,  # each route says who may use it (monitor.identity.roles)
     default_response_class=ApiJSONResponse,
 )
 
@@ -58,10 +59,7 @@ class SilenceCreate(BaseModel):
                     "properties": {"duration": {"type": "string"}, "ends_at": {"not": {}}},
                 },
             ],
-            "anyOf": [
-                {"required": [field], "properties": {field: {"type": "string"}}}
-                for field in ("server", "tool", "rule")
-            ],
+            "anyOf": [{"required": [field]} for field in ("server", "tool", "rule")],
         },
     )
 
@@ -72,11 +70,20 @@ class SilenceCreate(BaseModel):
     duration: str | None = Field(
         default=None, pattern=r"^[0-9]{1,5}(ms|s|m|h|d)([0-9]{1,5}(ms|s|m|h|d))?$", examples=["2h"]
     )
-    created_by: str = Field(min_length=1, max_length=200, pattern=SAID)
     reason: str = Field(min_length=1, max_length=2000, pattern=SAID)
+    created_by: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=SAID,
+        description="Free text kept in the reason (`for <created_by>: ...`); the actor is the token's name",
+    )
+
+    def why(self) -> str:
+        return f"for {self.created_by}: {self.reason}" if self.created_by else self.reason
 
 
-@router.get("/silences", summary="Silences: active ones first")
+@router.get("/silences", summary="Silences: active ones first", dependencies=[Depends(may_read)])
 def list_silences(web: Web, session: ReadSession, active: bool = False) -> list[SilenceRecord]:
     return silences.list_silences(session, now=web.now(), active_only=active)
 
@@ -90,11 +97,11 @@ ENDED: dict[int | str, dict[str, Any]] = {
     "/silences",
     status_code=201,
     summary="Create a silence",
-    dependencies=[Depends(require_write)],
+    dependencies=[Depends(may_respond)],
     responses={**WRITE_ERRORS, **not_found("server"), **ENDED},
 )
-def create_silence(web: Web, body: SilenceCreate, session: WriteSession) -> SilenceRecord:
-    now = web.now()
+def create_silence(body: SilenceCreate, act: Acting) -> SilenceRecord:
+    session, now = act.session, act.at
     if (body.ends_at is None) == (body.duration is None):
         raise unprocessable(["body"], "give exactly one of ends_at and duration")
     if body.ends_at is not None:
@@ -105,14 +112,14 @@ def create_silence(web: Web, body: SilenceCreate, session: WriteSession) -> Sile
         except ValueError:  # the pattern holds, so it can only be zero
             raise HTTPException(409, "duration: a silence of no time would end before it starts") from None
     try:
-        return silences.create_silence(
+        created = silences.create_silence(
             session,
             server=body.server,
             tool=body.tool,
             rule=body.rule,
             ends_at=ends_at,
-            created_by=body.created_by,
-            reason=body.reason,
+            created_by=act.actor,
+            reason=body.why(),
             now=now,
         )
     except silences.UnknownServer as exc:
@@ -121,18 +128,21 @@ def create_silence(web: Web, body: SilenceCreate, session: WriteSession) -> Sile
         raise HTTPException(409, str(exc)) from None
     except silences.SilenceError as exc:
         raise unprocessable(["body"], str(exc)) from None
+    act.record(
+        "silence.create", f"silence {created.id}", ends_at=created.ends_at.isoformat(), reason=body.why()
+    )
+    return created
 
 
 @router.delete(
     "/silences/{silence_id}",
     summary="Expire a silence now (what it muted stays muted; nothing is resolved)",
-    dependencies=[Depends(require_write)],
+    dependencies=[Depends(may_respond)],
     responses={**WRITE_ERRORS, **not_found("silence")},
 )
-def expire_silence(
-    web: Web, silence_id: Annotated[int, Path(ge=1, le=2**31 - 1)], session: WriteSession
-) -> SilenceRecord:
-    expired = silences.expire_silence(session, silence_id, web.now())
+def expire_silence(silence_id: Annotated[int, Path(ge=1, le=2**31 - 1)], act: Acting) -> SilenceRecord:
+    expired = silences.expire_silence(act.session, silence_id, act.at)
     if expired is None:
         raise HTTPException(404, f"no silence {silence_id}")
+    act.record("silence.expire", f"silence {silence_id}")
     return expired

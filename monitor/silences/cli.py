@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 import sys
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from monitor.cli.common import EXIT_OK, CommandError, config_option, load, open_store
 from monitor.core.text import make_visible
+from monitor.identity.cli import command_line
 
 if TYPE_CHECKING:
     from monitor.store.records import SilenceRecord
@@ -27,7 +27,7 @@ def register(commands: Any) -> None:
     until = add.add_mutually_exclusive_group(required=True)
     until.add_argument("--for", dest="duration", metavar="DURATION", help="how long, e.g. 2h or 30m")
     until.add_argument("--until", metavar="TIME", help="until this ISO 8601 instant (UTC if no offset)")
-    add.add_argument("--by", default=None, help="who is silencing (default: the login name)")
+    add.add_argument("--by", default=None, help="for whom, kept in the reason (the actor is the login name)")
     add.add_argument("--reason", required=True, help="why, for whoever sees the muted findings")
     add.set_defaults(run=_run_add)
 
@@ -55,9 +55,11 @@ def _ends_at(args: argparse.Namespace, now: datetime) -> datetime:
 
 
 def _run_add(args: argparse.Namespace) -> int:
+    from monitor.identity.storage import record_event
     from monitor.silences import service as silences
 
-    now = datetime.now(UTC)
+    now, caller = datetime.now(UTC), command_line()
+    reason = f"for {args.by}: {args.reason}" if args.by else args.reason
     store = open_store(load(args))
     try:
         with store.sessions.begin() as session:
@@ -67,9 +69,12 @@ def _run_add(args: argparse.Namespace) -> int:
                 tool=args.tool,
                 rule=args.rule,
                 ends_at=_ends_at(args, now),
-                created_by=args.by or getpass.getuser(),
-                reason=args.reason,
+                created_by=caller.name,
+                reason=reason,
                 now=now,
+            )
+            record_event(
+                session, caller, "silence.create", f"silence {record.id}", at=now, detail={"reason": reason}
             )
     except silences.SilenceError as exc:
         raise CommandError(str(exc)) from None
@@ -96,12 +101,16 @@ def _run_list(args: argparse.Namespace) -> int:
 
 
 def _run_expire(args: argparse.Namespace) -> int:
+    from monitor.identity.storage import record_event
     from monitor.silences import service as silences
 
+    now, caller = datetime.now(UTC), command_line()
     store = open_store(load(args))
     try:
         with store.sessions.begin() as session:
-            record = silences.expire_silence(session, args.id, datetime.now(UTC))
+            record = silences.expire_silence(session, args.id, now)
+            if record is not None:
+                record_event(session, caller, "silence.expire", f"silence {args.id}", at=now)
     finally:
         store.engine.dispose()
     if record is None:

@@ -6,18 +6,20 @@ from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, Response
 
 from monitor.config import parse_duration
 from monitor.core.text import make_visible
+from monitor.identity.acts import Acting
+from monitor.identity.callers import page_read, page_respond
 from monitor.silences import service as silences
-from monitor.webapp.deps import ReadSession, Web, WriteSession, require_editor, require_viewer, signed_in
+from monitor.webapp.deps import ReadSession, Web
 from monitor.webapp.pages.alert import form_text
 from monitor.webapp.pages.csrf import CheckedForm
 from monitor.webapp.pages.params import number_param
-from monitor.webapp.pages.rendering import render
+from monitor.webapp.pages.rendering import redirect_with, render
 
-router = APIRouter(include_in_schema=False, dependencies=[Depends(require_viewer)])
+router = APIRouter(include_in_schema=False, dependencies=[Depends(page_read)])
 
 
 @router.get("/silences", response_class=HTMLResponse)
@@ -29,17 +31,18 @@ def silences_page(request: Request, web: Web, session: ReadSession) -> HTMLRespo
         "silences.html",
         nav="silences",
         silences=silences.list_silences(session, now=web.now(), active_only=False, limit=200),
-        can_write=signed_in(web, request),
-        flash=params.get("done", ""),
         prefill={key: params.get(key, "") for key in ("server", "tool", "rule")},
     )
 
 
 @router.post("/silences", response_class=HTMLResponse)
 def create(
-    web: Web, fields: CheckedForm, _editor: Annotated[None, Depends(require_editor)], session: WriteSession
+    request: Request,
+    fields: CheckedForm,
+    _responder: Annotated[None, Depends(page_respond)],
+    act: Acting,
 ) -> Response:
-    now = web.now()
+    session, now = act.session, act.at
     try:
         duration = parse_duration(fields.get("duration", "").strip())
         ends_at = now + timedelta(seconds=duration)
@@ -52,24 +55,28 @@ def create(
             tool=form_text(fields, "tool"),
             rule=form_text(fields, "rule"),
             ends_at=ends_at,
-            created_by=form_text(fields, "by") or "",
+            created_by=act.actor,
             reason=form_text(fields, "reason") or "",
             now=now,
         )
     except silences.SilenceError as exc:
         raise HTTPException(422, str(exc)) from None
-    return RedirectResponse(f"/silences?done=created-{record.id}", status_code=303)
+    act.record(
+        "silence.create", f"silence {record.id}", ends_at=record.ends_at.isoformat(), reason=record.reason
+    )
+    return redirect_with(request, "/silences", f"Silence {record.id} created by {act.actor}.")
 
 
 @router.post("/silences/{silence_id}/expire", response_class=HTMLResponse)
 def expire(
-    web: Web,
+    request: Request,
     silence_id: str,
     _fields: CheckedForm,
-    _editor: Annotated[None, Depends(require_editor)],
-    session: WriteSession,
+    _responder: Annotated[None, Depends(page_respond)],
+    act: Acting,
 ) -> Response:
     number = number_param(silence_id, "silence_id")
-    if number is None or silences.expire_silence(session, number, web.now()) is None:
+    if number is None or silences.expire_silence(act.session, number, act.at) is None:
         raise HTTPException(404, f"no silence {make_visible(silence_id)}")
-    return RedirectResponse(f"/silences?done=expired-{number}", status_code=303)
+    act.record("silence.expire", f"silence {number}")
+    return redirect_with(request, "/silences", f"Silence {number} expired by {act.actor}.")

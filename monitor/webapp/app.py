@@ -33,6 +33,19 @@ from monitor.approvals import hooks
 from monitor.approvals import pages as approval_pages
 from monitor.approvals.point import DecisionPoint
 from monitor.config import Config
+from monitor.identity import api as identity_api
+from monitor.identity import pages as identity_pages
+from monitor.identity.audit import AuditLog
+from monitor.identity.callers import (
+    BEARER_REQUIRED,
+    Authenticate,
+    Identity,
+    LoginRequired,
+    require,
+)
+from monitor.identity.roles import Permission
+from monitor.identity.signin import Signer
+from monitor.identity.storage import web_key
 from monitor.notify.alerts import Alerting
 from monitor.sessions import api as sessions
 from monitor.sessions import pages as session_pages
@@ -51,10 +64,9 @@ from monitor.webapp.api import (
 from monitor.webapp.api.schemas import PATTERN_MESSAGES, ApiJSONResponse
 from monitor.webapp.api.strict import known_query_only
 from monitor.webapp.context import PollNow, WebContext
-from monitor.webapp.deps import BEARER_REQUIRED, LoginRequired, require_read
 from monitor.webapp.pages import alert as alert_page
 from monitor.webapp.pages import alerts as alert_pages
-from monitor.webapp.pages import at, auth, overview, refresh, search
+from monitor.webapp.pages import at, overview, refresh, search
 from monitor.webapp.pages import servers as server_pages
 from monitor.webapp.pages.csrf import FormRefused
 from monitor.webapp.pages.rendering import error_page, make_environment
@@ -141,31 +153,23 @@ def is_api_path(path: str) -> bool:
     return path.startswith("/api/") or path in ("/healthz", "/metrics")
 
 
-class BearerFirst:
-    """With a token configured, an API request without it is answered 401 here, before routing: its
-    body is never read or parsed (the route's own check runs only after FastAPI has parsed the body,
-    so a malformed one was answered 422, and any body was buffered, for anyone)."""
+async def _unavailable(scope: Scope, receive: Receive, send: Send) -> None:
+    """The 503 a request gets when who it is cannot be checked: the database did not answer."""
+    detail = "the database did not answer: try again shortly"
+    answer: Response = ApiJSONResponse({"detail": detail}, 503, headers={"Retry-After": "5"})
+    if not is_api_path(str(scope.get("path", ""))):
+        answer = Response(detail, 503, media_type="text/plain", headers={"Retry-After": "5"})
+    await answer(scope, receive, send)
 
-    def __init__(self, app: ASGIApp, web: WebContext) -> None:
-        self.app = app
-        self.web = web
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = str(scope.get("path", ""))
-        if (
-            scope["type"] == "http"
-            and self.web.token is not None
-            and is_api_path(path)
-            and path not in PUBLIC_PATHS
-            and not self.web.bearer_ok(Request(scope))
-            and not hooks.is_toolhive_request(Request(scope))
-        ):
-            refusal = ApiJSONResponse(
-                {"detail": BEARER_REQUIRED}, 401, headers={"WWW-Authenticate": "Bearer"}
-            )
-            await refusal(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+async def _unauthorised(scope: Scope, receive: Receive, send: Send) -> None:
+    """The 401 an API request without a valid token gets, before its body is read or parsed."""
+    refusal: Response = ApiJSONResponse(
+        {"detail": BEARER_REQUIRED}, 401, headers={"WWW-Authenticate": "Bearer"}
+    )
+    if not is_api_path(str(scope.get("path", ""))):
+        refusal = Response("the token is not valid: sign in again", 401, media_type="text/plain")
+    await refusal(scope, receive, send)
 
 
 def _wants_json(request: Request) -> bool:
@@ -203,6 +207,19 @@ def create_app(
     (default: one built from `config`).
     """
     token = (os.environ.get(config.monitor.api_token_env) or "").strip() or None
+
+    def read_key() -> bytes:
+        with store.sessions() as session:
+            return web_key(session)
+
+    identity = Identity(
+        sessions=store.sessions,
+        token=token,
+        auth=config.auth,
+        signer=Signer(read_key, token),
+        log=AuditLog(store.sessions),
+        clock=lambda: web.now(),
+    )
     web = WebContext(
         store=store,
         config=config,
@@ -210,6 +227,7 @@ def create_app(
         poll_now=poll_now,
         clock=lambda: datetime.now(UTC),
         alerting=alerting or Alerting.from_config(config),
+        identity=identity,
     )
     app = FastAPI(
         title="drift-monitor",
@@ -255,7 +273,9 @@ def create_app(
             return ApiJSONResponse({"detail": "internal error"}, 500, headers=headers)
         return Response("internal error", 500, media_type="text/plain", headers=headers)
 
-    @app.get("/api/v1/openapi.json", include_in_schema=False, dependencies=[Depends(require_read)])
+    @app.get(
+        "/api/v1/openapi.json", include_in_schema=False, dependencies=[Depends(require(Permission.READ))]
+    )
     def openapi() -> Response:
         return ApiJSONResponse(app.openapi())
 
@@ -263,18 +283,20 @@ def create_app(
         *(module.router for module in (health, servers, snapshots, changes, alerts, sessions)),
         approvals_api.router,
         approvals_api.decisions,
-        hooks.router,
         silences.router,
         fingerprint.router,
         views.router,
+        identity_api.router,
     )
     for router in routers:
         app.include_router(router, dependencies=[Depends(known_query_only)])
     app.include_router(health.public)
+    # Host hooks answer whatever they are sent (a 422 would let the host run the call): no query check.
+    app.include_router(hooks.router)
     app.include_router(hooks.pdp)
     app.state.decision_point = DecisionPoint(store, config, web.now, poll_now)
     for page_module in (
-        auth,
+        identity_pages,
         overview,
         server_pages,
         alert_pages,
@@ -289,7 +311,16 @@ def create_app(
         app.include_router(page_module.router)
     app.mount("/static", StaticFiles(directory=WEB / "static"), name="static")
     app.add_middleware(BodyLimit, limit=config.monitor.max_request_bytes)
-    app.add_middleware(BearerFirst, web=web)
+    app.add_middleware(
+        Authenticate,
+        identity=identity,
+        is_api=is_api_path,
+        public=PUBLIC_PATHS,
+        basic_paths=frozenset({hooks.TOOLHIVE_DECISION_PATH}),
+        self_answering=hooks.HOOK_PATHS,
+        refuse=_unauthorised,
+        unavailable=_unavailable,
+    )
     app.add_middleware(SecurityHeaders)
     return app
 
@@ -303,6 +334,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         point.refresher.loop = asyncio.get_running_loop()
     yield
     await run_in_threadpool(point.recorder.close)
+    await run_in_threadpool(app.state.web.identity.log.close)
 
 
 def _static_version(folder: Path) -> str:

@@ -1,16 +1,13 @@
-"""What every request handler shares: the store, the config, the API token, the clock and the poller."""
+"""What every request handler shares: the store, the config, who is calling, the clock and the poller."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from starlette.requests import HTTPConnection
-
 from monitor.config import Config
+from monitor.identity.callers import Identity
 from monitor.notify.alerts import Alerting
 from monitor.store import PollOutcome, Store
 
@@ -24,10 +21,13 @@ class WebContext:
     store: Store
     config: Config
     token: str | None
+    """The configured token (`config`, admin), read from the variable `api_token_env` names."""
     poll_now: PollNow | None
     clock: Callable[[], datetime]
     alerting: Alerting
     """The alert policy session closes resolve alerts with (the service's, so its deliverer is woken)."""
+    identity: Identity
+    """Who a request is (`monitor.identity.callers`)."""
 
     @property
     def token_env(self) -> str:
@@ -39,39 +39,3 @@ class WebContext:
 
     def now(self) -> datetime:
         return self.clock()
-
-    def bearer_ok(self, connection: HTTPConnection) -> bool:
-        """A constant-time comparison of the request's bearer token with the configured one."""
-        if self.token is None:
-            return False
-        scheme, _, given = connection.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not given:
-            return False
-        return hmac.compare_digest(given.strip().encode("utf-8", "surrogatepass"), self.token.encode("utf-8"))
-
-    def sign(self, purpose: str, value: str) -> str:
-        """An HMAC of `value` under a key for one purpose derived from the API token, so that all
-        monitor processes agree on it and a new token invalidates every signature."""
-        token = self.token or ""
-        key = hashlib.sha256(f"drift-monitor {purpose}\x00{token}".encode("utf-8", "surrogatepass")).digest()
-        return hmac.new(key, value.encode(), hashlib.sha256).hexdigest()
-
-
-SESSION_COOKIE = "dm_session"
-SESSION_SECONDS = 12 * 3600
-"""How long a dashboard sign-in lasts."""
-
-
-def session_cookie_value(web: WebContext, now: float) -> str:
-    """A sign-in that expires SESSION_SECONDS after `now`: the expiry and its signature, no secret."""
-    expires = str(int(now) + SESSION_SECONDS)
-    return f"{expires}.{web.sign('session', expires)}"
-
-
-def session_cookie_valid(web: WebContext, value: str, now: float) -> bool:
-    expires, _, signature = value.partition(".")
-    if not expires.isdigit() or not signature:
-        return False
-    if not hmac.compare_digest(signature.encode(), web.sign("session", expires).encode()):
-        return False
-    return int(expires) > now

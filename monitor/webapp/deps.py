@@ -1,4 +1,5 @@
-"""FastAPI dependencies: the request's context and database session, who is asking, and resources or 404.
+"""FastAPI dependencies: the request's context and database session, and resources or 404 (who is
+asking, and what they may do, is `monitor.identity.callers`).
 
 One mechanism keeps every database call off the event loop: whatever touches the database is a
 plain `def` (the handlers, the session dependencies below, the lookups, the exception handlers
@@ -14,12 +15,10 @@ if the handler raises), so a 2xx is only ever sent for a committed change.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Path, Request, Security
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import Depends, HTTPException, Path, Request
 from sqlalchemy.orm import Session
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import HTTPConnection
@@ -29,9 +28,7 @@ from monitor.core.text import make_visible
 from monitor.store import queries
 from monitor.store.records import AlertRecord, ServerRecord
 from monitor.webapp.api.schemas import INT32_MAX, SERVER_NAME
-from monitor.webapp.context import SESSION_COOKIE, WebContext, session_cookie_valid
-
-BEARER_REQUIRED = "missing or wrong bearer token (Authorization: Bearer <token>)"
+from monitor.webapp.context import WebContext
 
 
 def context_of(connection: HTTPConnection) -> WebContext:
@@ -68,67 +65,6 @@ def write_session(session: ReadSession) -> Iterator[Session]:
 
 
 WriteSession = Annotated[Session, Depends(write_session, scope="function")]
-
-
-# --- who is asking ---------------------------------------------------------------------------
-
-bearer_scheme = HTTPBearer(
-    auto_error=False,
-    description="The token from the environment variable named by `api_token_env` "
-    "(default DRIFT_MONITOR_API_TOKEN).",
-)
-Bearer = Annotated[HTTPAuthorizationCredentials | None, Security(bearer_scheme)]
-
-
-async def require_read(request: Request, web: Web, _credentials: Bearer = None) -> None:
-    """Reads are open when no token is configured, and need the bearer token when one is."""
-    if web.token is not None and not web.bearer_ok(request):
-        raise HTTPException(401, BEARER_REQUIRED, {"WWW-Authenticate": "Bearer"})
-
-
-def no_token_message(web: WebContext) -> str:
-    return f"no API token configured: set the environment variable {web.token_env} to allow changes"
-
-
-async def require_write(request: Request, web: Web, _credentials: Bearer = None) -> None:
-    """Changes always need the token: with none configured, nobody may change anything over HTTP."""
-    if web.token is None:
-        raise HTTPException(403, no_token_message(web))
-    if not web.bearer_ok(request):
-        raise HTTPException(401, BEARER_REQUIRED, {"WWW-Authenticate": "Bearer"})
-
-
-def signed_in(web: WebContext, request: Request) -> bool:
-    """A person on the dashboard: the bearer token, or an unexpired sign-in cookie signed with a key
-    from the token. Nobody is signed in while no token is configured."""
-    if web.token is None:
-        return False
-    if web.bearer_ok(request):
-        return True
-    return session_cookie_valid(web, request.cookies.get(SESSION_COOKIE, ""), time.time())
-
-
-class LoginRequired(Exception):
-    """A page was asked for without a sign-in while a token is configured: redirect to /login."""
-
-    def __init__(self, next_path: str) -> None:
-        super().__init__(next_path)
-        self.next_path = next_path
-
-
-async def require_viewer(request: Request, web: Web) -> None:
-    """Pages are open without a token; with one, they need a sign-in (cookie) or the bearer token."""
-    if web.token is not None and not signed_in(web, request):
-        query = request.url.query
-        raise LoginRequired(request.url.path + (f"?{query}" if query else ""))
-
-
-async def require_editor(request: Request, web: Web) -> None:
-    """Changes from the dashboard need a configured token and a signed-in person."""
-    if web.token is None:
-        raise HTTPException(403, no_token_message(web))
-    if not signed_in(web, request):
-        raise HTTPException(403, "sign in to acknowledge alerts")
 
 
 # --- resources or 404 ------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine
 
 from monitor.store import current_revision, migrate
-from monitor.store.models import Base
+from monitor.store.schema import metadata
 
 
 def test_migrations_from_empty_match_the_models(fresh_engine: Engine) -> None:
@@ -17,5 +17,5 @@ def test_migrations_from_empty_match_the_models(fresh_engine: Engine) -> None:
     assert current_revision(fresh_engine) == head
     with fresh_engine.connect() as connection:
         context = MigrationContext.configure(connection, opts={"compare_type": True})
-        assert compare_metadata(context, Base.metadata) == []
+        assert compare_metadata(context, metadata) == []
     migrate(fresh_engine)  # idempotent

@@ -23,20 +23,21 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from security.security_harness import app_routes, audit, form_csrf_token
-from sqlalchemy import select
+from sqlalchemy import func, select
 from support import faulty_http, server_command, tool
-from support.web import TOKEN, TOKEN_ENV, make_app, web_client
+from support.web import TOKEN, TOKEN_ENV, csrf_of, make_app, session_value, web_client
 
+from monitor.approvals.models import Approval
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.core.fingerprint import tool_fingerprint
+from monitor.identity.models import AuditEvent
+from monitor.identity.signin import SESSION_COOKIE
 from monitor.notify.alerts import Alerting
 from monitor.silences import service as silences
 from monitor.store import Store
-from monitor.store.models import Alert, Approval
+from monitor.store.models import Alert
 from monitor.webapp.app import CONTENT_SECURITY_POLICY
-from monitor.webapp.context import SESSION_COOKIE
-from monitor.webapp.pages.csrf import CSRF_COOKIE
 from monitor.webapp.pages.refresh import REFRESH_COOKIE
 
 SCRIPT = "<script>alert(1)</script>"
@@ -164,6 +165,7 @@ def page_urls(world: World) -> dict[str, list[str]]:
             "/at?server=html-error&time=2000-01-01",
         ],
         "/login": ["/login", f"/login?next={quote('//evil.example/' + SCRIPT)}"],
+        "/audit": ["/audit", "/audit?result=refused", f"/audit?result={quote(SCRIPT)}"],
         "/search": [
             f"/search?q={quote(name[:12], safe='')}&time=2100-01-01T00:00:00Z" for name in world.tool_names
         ]
@@ -220,24 +222,20 @@ def test_every_page_renders_hostile_text_inert_and_visible(world: World) -> None
 # --- CSRF on every form ----------------------------------------------------------------------------
 
 
-def fresh_csrf(app: FastAPI) -> str:
-    """A valid CSRF token, as a page sets it in its cookie and its forms."""
+def foreign_session(app: FastAPI) -> str:
+    """The session cookie `/login` hands to anybody: what a page on another port of this host can
+    fetch, together with that session's CSRF token, and set as this browser's cookie."""
     response = web_client(app, auth=None).get("/login")
-    return response.cookies[CSRF_COOKIE]
-
-
-def other_key_csrf(store: Store) -> str:
-    """A well-formed token signed by another deployment (another API token)."""
-    other = web_client(store, token="a-different-token-entirely", clock=None, auth=None)
-    return other.get("/login").cookies[CSRF_COOKIE]
+    return response.cookies[SESSION_COOKIE]
 
 
 def test_every_form_refuses_missing_wrong_and_cross_site_csrf(world: World) -> None:
-    """Every form route (the app's non-API POST routes), each sent without a CSRF token, with only
-    the cookie or only the field, with two valid tokens that do not match, with a forged or a
-    foreign-key token, and with a valid token but from another site (Sec-Fetch-Site: cross-site, or a
-    foreign Origin). Must hold: 403, and nothing happened (no sign-in cookie, no sign-out, the alert
-    still open); the same request with a valid same-site token works."""
+    """Every form route (the app's non-API POST routes), posted by a signed-in browser without a CSRF
+    token, with one forged, with another session's (fetched from `/login` the way another page of
+    this host can), with one of another deployment, and with its own but from another site
+    (`Sec-Fetch-Site` cross-site or same-site, a foreign `Origin`, `Origin: null` as after a
+    redirect from a sandboxed page). Must hold: 403, and nothing happened (no sign-in or sign-out,
+    the alert still open, no approval); the same request with its own token from this origin works."""
     forms = sorted(p for m, p, in_schema in app_routes(world.app) if m == "post" and not in_schema)
     forms = [p for p in forms if not p.startswith("/api/")]
     assert forms == [
@@ -265,37 +263,49 @@ def test_every_form_refuses_missing_wrong_and_cross_site_csrf(world: World) -> N
             reason="test",
             now=datetime.now(UTC) - timedelta(days=3650),
         )
-    new_silence = {"server": "hostile", "duration": "1h", "by": "ops", "reason": SCRIPT}
+    new_silence = {"server": "hostile", "duration": "1h", "reason": SCRIPT}
     urls = {
         "/login": ("/login", {"token": TOKEN, "next": "/"}),
         "/logout": ("/logout", {}),
         "/alerts/{alert_id}/ack": (f"/alerts/{world.alert_id}/ack", {"next": "/alerts"}),
         "/refresh": ("/refresh", {"refresh": "off", "next": "/alerts"}),
-        "/servers/{name}/approve": (f"/servers/hostile/approve?tool={quote(SCRIPT)}", {"version": "2"}),
+        "/servers/{name}/approve": (
+            f"/servers/hostile/approve?tool={quote(SCRIPT)}",
+            {"version": "2", "confirm": "yes"},
+        ),
         "/servers/{name}/revoke": ("/servers/hostile/revoke?tool=lookup", {"note": SCRIPT}),
-        "/alerts/{alert_id}/resolve": (f"/alerts/{other}/resolve", {"by": "ops"}),
+        "/alerts/{alert_id}/resolve": (f"/alerts/{other}/resolve", {"note": "fixed"}),
         "/silences": ("/silences", new_silence),
         "/silences/{silence_id}/expire": (f"/silences/{silence.id}/expire", {}),
     }
-    foreign = other_key_csrf(world.store)
+    own = csrf_of(world.app, session)
+    stolen = foreign_session(world.app)
+    other_deployment = web_client(world.store, token="a-different-token-entirely", clock=None, auth=None)
+    with other_deployment:
+        foreign = csrf_of(other_deployment.app, session_value(other_deployment.app))  # type: ignore[arg-type]
     for form in forms:
         url, fields = urls[form]
-        good = fresh_csrf(world.app)
         events_before = _approval_events(world)
-        bad_cases: list[tuple[str, str | None, str | None, dict[str, str]]] = [
-            ("no token", None, None, {}),
-            ("cookie only", good, None, {}),
-            ("field only", None, good, {}),
-            ("two tokens that differ", good, fresh_csrf(world.app), {}),
-            ("forged", "nonce.0000", "nonce.0000", {}),
-            ("unsigned", "nonce", "nonce", {}),
-            ("another deployment's", foreign, foreign, {}),
-            ("cross-site", good, good, {"Sec-Fetch-Site": "cross-site"}),
-            ("foreign origin", good, good, {"Origin": "https://evil.example"}),
-            ("foreign origin, same host name", good, good, {"Origin": "http://testserver.evil.example"}),
+        bad_cases: list[tuple[str, str, str | None, dict[str, str]]] = [
+            ("no token", session, None, {}),
+            ("forged", session, "0" * 64, {}),
+            ("another session's, with that session's cookie", stolen, csrf_of(world.app, stolen), {}),
+            ("another session's, with this session's cookie", session, csrf_of(world.app, stolen), {}),
+            ("another deployment's", session, foreign, {}),
+            ("cross-site", session, own, {"Sec-Fetch-Site": "cross-site"}),
+            ("same-site (another port)", session, own, {"Sec-Fetch-Site": "same-site"}),
+            ("Origin: null", session, own, {"Origin": "null"}),
+            ("foreign origin", session, own, {"Origin": "https://evil.example"}),
+            ("another port", session, own, {"Origin": "http://testserver:8081"}),
+            ("foreign origin, same host name", session, own, {"Origin": "http://testserver.evil.example"}),
         ]
         for what, cookie, field, headers in bad_cases:
-            response = _post(world.app, url, fields, session, cookie, field, headers)
+            if form in ("/login", "/logout", "/refresh") and cookie == stolen:
+                continue  # these act on the poster's own browser: that session's own token works there
+            response = _post(world.app, url, fields, cookie, field, headers)
+            if cookie == stolen and response.status_code == 303:  # that session is nobody's: sign in first
+                assert response.headers["location"].startswith("/login?next="), (form, what)
+                continue
             assert response.status_code == 403, (form, what, response.status_code)
             set_cookie = response.headers.get("set-cookie", "")
             assert SESSION_COOKIE not in set_cookie, (form, what, "signed in or out anyway")
@@ -310,10 +320,17 @@ def test_every_form_refuses_missing_wrong_and_cross_site_csrf(world: World) -> N
             assert silence.id in active and len(active) == (1 if form == "/silences" else 2), (
                 "a refused form acted"
             )
-        response = _post(world.app, url, fields, session, good, good, {"Origin": "http://testserver"})
+        response = _post(world.app, url, fields, session, own, {"Origin": "http://testserver"})
         assert response.status_code == 303, (form, response.status_code, response.text[:300])
+        if form == "/logout":
+            session = signed_in(world.app).cookies[SESSION_COOKIE]
+            own = csrf_of(world.app, session)
     assert _alert_state(world) == "acknowledged"
     assert _approval_events(world) == [("approve", SCRIPT), ("revoke", "lookup")]
+    world.app.state.web.identity.log.flush()
+    with world.store.sessions() as db:
+        refused = db.scalar(select(func.count()).where(AuditEvent.result == "refused"))
+    assert refused is not None and refused >= len(forms) * 10, "every refused post is in the audit log"
 
 
 def _approval_events(world: World) -> list[tuple[str, str | None]]:
@@ -326,14 +343,11 @@ def _post(
     url: str,
     fields: dict[str, str],
     session: str,
-    cookie: str | None,
     field: str | None,
     headers: dict[str, str],
 ) -> Any:
     client = web_client(app, auth=None, follow_redirects=False)
     client.cookies.set(SESSION_COOKIE, session)
-    if cookie is not None:
-        client.cookies.set(CSRF_COOKIE, cookie)
     data = {**fields, **({"csrf_token": field} if field is not None else {})}
     return client.post(url, data=data, headers=headers)
 

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from security.security_harness import api_operations, app_routes, fill_path
 from support.web import AUTH, TOKEN, make_app, web_client
 
+from monitor.approvals.hooks import HOOK_PATHS
 from monitor.store import PollOutcome, Store
 
 PUBLIC_API = {("get", "/healthz"), ("get", "/api/v1/healthz")}
@@ -70,6 +71,10 @@ def test_every_api_operation_refuses_a_missing_or_wrong_token(app: FastAPI, clie
             assert client.request(method, url).status_code == 200, path
             continue
         for headers in WRONG:
+            if path in HOOK_PATHS:
+                _assert_hook_denies(client, url, headers)
+                checked += 3
+                continue
             for body in (None, {}, {"name": "x", "url": "https://x.example/"}):
                 response = _request(client, method, url, headers, body)
                 assert response.status_code == 401, (method, url, headers, body, response.text)
@@ -82,6 +87,29 @@ def test_every_api_operation_refuses_a_missing_or_wrong_token(app: FastAPI, clie
     assert {op for op in operations if op not in PUBLIC_API} == {
         (m, p) for (m, p), o in operations.items() if o.get("security")
     }, "the document marks every protected operation as needing the bearer token"
+
+
+def _assert_hook_denies(client: TestClient, url: str, headers: dict[str, str]) -> None:
+    """A host runs the call when its hook gets a 401, so a hook answers a caller that may not ask
+    200 with a deny, in the host's own shape, whatever it sent."""
+    bodies: list[Any] = [
+        None,
+        {},
+        {"hook_event_name": "PreToolUse", "tool_name": "mcp__x__t", "tool_input": {}},
+        {"hook_event_name": "BeforeTool", "tool_name": "mcp_x_t", "mcp_context": {"server_name": "x"}},
+        {"operation": "mcp:tool:call", "resource": "mrn:mcp:x:tool:t"},
+        {"operation": "mcp:prompt:get", "resource": "mrn:mcp:x:prompt:p"},
+    ]
+    for body in bodies:
+        response = _request(client, "post", url, headers, body)
+        assert response.status_code == 200, (url, headers, body, response.text)
+        answer = response.json()
+        if url.endswith("/toolhive/decision"):
+            assert answer == {"allow": False}, (url, headers, body, answer)
+        elif url.endswith("/gemini-cli"):
+            assert answer["decision"] == "deny", (url, headers, body, answer)
+        else:
+            assert answer["hookSpecificOutput"]["permissionDecision"] == "deny", (url, headers, body, answer)
 
 
 def test_a_body_that_is_not_json_is_refused_before_it_is_read_as_one(client: TestClient) -> None:
@@ -101,8 +129,8 @@ def test_a_body_that_is_not_json_is_refused_before_it_is_read_as_one(client: Tes
 def test_every_page_needs_a_sign_in(app: FastAPI, client: TestClient) -> None:
     """Every page route (everything not in the API), without a sign-in or with a wrong token,
     session cookie or forged cookie. Must hold: GETs redirect to /login (303, carrying only the local
-    path), form posts are refused (403 or a redirect to /login) and never act; only the sign-in pages
-    are open. The bearer token works for pages too."""
+    path), form posts are refused (403 or a redirect to /login) and never act, and a wrong bearer
+    token is a 401; only the sign-in pages are open. The bearer token works for pages too."""
     pages = sorted({(m, p) for m, p, in_schema in app_routes(app) if not in_schema and not _is_api(p)})
     assert ("get", "/") in pages and ("post", "/alerts/{alert_id}/ack") in pages
     forged = [
@@ -118,7 +146,9 @@ def test_every_page_needs_a_sign_in(app: FastAPI, client: TestClient) -> None:
             continue
         for headers in forged:
             response = client.request(method, url, headers=headers)
-            if method == "get":
+            if "Authorization" in headers:  # a secret that is no token: refused at once, whatever the path
+                assert response.status_code == 401, (url, headers, response.status_code)
+            elif method == "get":
                 assert response.status_code == 303, (url, headers, response.status_code)
                 assert response.headers["location"].startswith("/login?next="), response.headers["location"]
             else:

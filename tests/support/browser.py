@@ -86,7 +86,7 @@ def sign_in(page: Any, token: str, path: str = "/") -> None:
     that needs a sign-in sent it, carrying `path` along), else on /login?next=`path`."""
     if urlsplit(page.url).path != "/login":
         page.goto("/login?next=" + quote(path, safe="/"))
-    page.get_by_label("API token").fill(token)
+    page.get_by_label("Token", exact=True).fill(token)
     page.get_by_role("button", name="Sign in").click()
     landing = urljoin(page.url, path)
     page.wait_for_url(lambda url: url == landing)

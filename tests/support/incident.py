@@ -146,7 +146,7 @@ def seed_incident(store: Store, policy: alerts.Alerting) -> Incident:
             for alert_id, rule, tool_name, session_id in rows
         }
         acknowledged = alert_ids["tool-added/purge"]
-        handling.acknowledge(session, acknowledged, NOW - timedelta(minutes=30))
+        handling.acknowledge(session, acknowledged, NOW - timedelta(minutes=30), by="dana")
     return Incident(store, alert_ids, acknowledged)
 
 

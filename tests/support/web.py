@@ -17,17 +17,20 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal, TypedDict, Unpack
 
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from monitor.config import Config, MonitorSettings
+from monitor.identity.roles import CONFIG_NAME, Role
+from monitor.identity.signin import SESSION_COOKIE
+from monitor.identity.storage import create_token
 from monitor.notify.alerts import Alerting
 from monitor.store import Store
 from monitor.webapp.app import create_app
-from monitor.webapp.context import SESSION_COOKIE, PollNow, session_cookie_value
+from monitor.webapp.context import PollNow
 from support.world import NOW
 
 TOKEN = "test-token-7f3a"
@@ -105,8 +108,45 @@ def web_client(
     headers = {"Authorization": f"Bearer {token}"} if auth == "bearer" else None
     client = TestClient(app, headers=headers, follow_redirects=follow_redirects)
     if auth == "session":
-        client.cookies.set(SESSION_COOKIE, session_cookie_value(app.state.web, time.time()))
+        hold_session(client, session_value(app))
     return client
+
+
+def session_value(app: FastAPI, who: str = CONFIG_NAME, *, at: float | None = None, hours: float = 1) -> str:
+    """A dashboard session cookie's value as signing in as `who` (a token's name) at `at` (default:
+    now) gives, valid for `hours`."""
+    signer = app.state.web.identity.signer
+    _, value = signer.new_session(who, time.time() if at is None else at, hours * 3600)
+    return str(value)
+
+
+def add_token(
+    store: Store, name: str, role: Role | str, *, expires: timedelta | None = None, at: datetime = NOW
+) -> str:
+    """A named token made as `drift-monitor token create` makes it (by `config`, at `at`); its secret."""
+    with store.sessions.begin() as session:
+        _, secret = create_token(session, name, Role(role), by=CONFIG_NAME, now=at, expires=expires)
+    return secret
+
+
+def bearer(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
+
+
+def hold_session(client: TestClient, value: str) -> None:
+    """`client` holds the session cookie `value` (any the app set before is dropped, so exactly one
+    is sent)."""
+    client.cookies.delete(SESSION_COOKIE)
+    client.cookies.set(SESSION_COOKIE, value)
+
+
+def csrf_of(app: FastAPI, cookie_value: str) -> str:
+    """The CSRF token a page shows the holder of the session cookie `cookie_value`."""
+    signer = app.state.web.identity.signer
+    session = signer.read_session(cookie_value, time.time())
+    if session is None:
+        raise ValueError("not a valid session cookie of this app")
+    return str(signer.csrf(session.sid))
 
 
 @contextmanager

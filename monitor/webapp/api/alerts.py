@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from monitor.core.rules import Severity
 from monitor.core.states import AlertState
+from monitor.identity.acts import Acting
+from monitor.identity.callers import may_read, may_respond
 from monitor.notify import handling
 from monitor.store import queries
 from monitor.store.records import AlertDetail, AlertRecord
@@ -31,21 +33,23 @@ from monitor.webapp.deps import (
     Web,
     WriteSession,
     alert_or_404,
-    require_read,
-    require_write,
     server_id_or_404,
 )
 
 router = APIRouter(
     prefix="/api/v1",
     tags=["alerts"],
-    dependencies=[Depends(require_read)],
-    responses=ERRORS,
+    responses=ERRORS,  # each route says who may use it (monitor.identity.roles)
     default_response_class=ApiJSONResponse,
 )
 
 
-@router.get("/alerts", summary="Alerts newest first", responses=not_found("server"))
+@router.get(
+    "/alerts",
+    summary="Alerts newest first",
+    dependencies=[Depends(may_read)],
+    responses=not_found("server"),
+)
 def list_alerts(
     session: ReadSession,
     state: AlertState | None = None,
@@ -76,8 +80,17 @@ class AlertNote(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    by: str | None = Field(default=None, max_length=200, pattern=NO_NUL, description="A name or handle")
     note: str | None = Field(default=None, max_length=2000, pattern=NO_NUL)
+    by: str | None = Field(
+        default=None,
+        max_length=200,
+        pattern=NO_NUL,
+        description="Free text kept in the note (`for <by>: ...`); who acted is the token's name",
+    )
+
+    def text(self) -> str | None:
+        """The note, with an earlier release's `by` kept in it as text, never as the actor."""
+        return f"for {self.by}: {self.note or ''}".rstrip(": ") if self.by else self.note
 
 
 CONFLICT: dict[int | str, dict[str, Any]] = {
@@ -86,7 +99,10 @@ CONFLICT: dict[int | str, dict[str, Any]] = {
 
 
 @router.get(
-    "/alerts/{alert_id}", summary="One alert, its findings and its deliveries", responses=not_found("alert")
+    "/alerts/{alert_id}",
+    summary="One alert, its findings and its deliveries",
+    dependencies=[Depends(may_read)],
+    responses=not_found("alert"),
 )
 def get_alert(alert: Annotated[AlertRecord, Depends(alert_or_404)], session: ReadSession) -> AlertDetail:
     detail = queries.alert_detail(session, alert.id)
@@ -97,45 +113,49 @@ def get_alert(alert: Annotated[AlertRecord, Depends(alert_or_404)], session: Rea
 @router.post(
     "/alerts/{alert_id}/ack",
     summary="Acknowledge an alert",
-    dependencies=[Depends(require_write)],
+    dependencies=[Depends(may_respond)],
     responses={**WRITE_ERRORS, **not_found("alert"), **CONFLICT},
 )
 def ack_alert(
     web: Web,
     alert: Annotated[AlertRecord, Depends(alert_or_404)],
-    session: WriteSession,
+    act: Acting,
     body: AlertNote | None = None,
 ) -> AlertRecord:
     """Through `monitor.notify.alerts`, which owns alert state; answers the alert as it now is."""
     note = body or AlertNote()
     try:
-        handling.acknowledge(session, alert.id, web.now(), by=note.by, note=note.note, policy=web.alerting)
+        handling.acknowledge(
+            act.session, alert.id, act.at, by=act.actor, note=note.text(), policy=web.alerting
+        )
     except handling.AlertResolved as exc:
         raise HTTPException(409, str(exc)) from None
-    return _as_now(session, alert.id)
+    act.record("alert.acknowledge", f"alert {alert.id}", note=note.text())
+    return _as_now(act.session, alert.id)
 
 
 @router.post(
     "/alerts/{alert_id}/resolve",
     summary="Resolve an alert by hand",
-    dependencies=[Depends(require_write)],
+    dependencies=[Depends(may_respond)],
     responses={**WRITE_ERRORS, **not_found("alert"), **CONFLICT},
 )
 def resolve_alert(
     web: Web,
     alert: Annotated[AlertRecord, Depends(alert_or_404)],
-    session: WriteSession,
+    act: Acting,
     body: AlertNote | None = None,
 ) -> AlertRecord:
     """Webhooks that heard it open hear `alert.resolved`; a condition still present opens a new alert."""
     note = body or AlertNote()
     try:
         handling.resolve_by_hand(
-            session, alert.id, web.now(), by=note.by, note=note.note, policy=web.alerting
+            act.session, alert.id, act.at, by=act.actor, note=note.text(), policy=web.alerting
         )
     except handling.AlertResolved as exc:
         raise HTTPException(409, str(exc)) from None
-    return _as_now(session, alert.id)
+    act.record("alert.resolve", f"alert {alert.id}", note=note.text())
+    return _as_now(act.session, alert.id)
 
 
 def _as_now(session: WriteSession, alert_id: int) -> AlertRecord:

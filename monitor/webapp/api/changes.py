@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 
 from monitor.core.rules import Severity
+from monitor.identity.callers import may_read
 from monitor.store import queries
 from monitor.store.records import ChangeRecord
 from monitor.webapp.api.schemas import (
@@ -23,12 +24,12 @@ from monitor.webapp.api.schemas import (
     utc,
 )
 from monitor.webapp.api.strict import contradiction
-from monitor.webapp.deps import ReadSession, require_read, server_id_or_404
+from monitor.webapp.deps import ReadSession, server_id_or_404
 
 router = APIRouter(
     prefix="/api/v1",
     tags=["changes"],
-    dependencies=[Depends(require_read)],
+    dependencies=[Depends(may_read)],
     responses=ERRORS,
     default_response_class=ApiJSONResponse,
 )

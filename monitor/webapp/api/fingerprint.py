@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from monitor.core.fingerprint import CanonicalListing, NotIJSONError
 from monitor.core.listing import ListingError, validate_tools
+from monitor.identity.callers import may_read
 from monitor.store import queries
 from monitor.store.models import Listing, PollAttempt, Snapshot
 from monitor.webapp.api.schemas import (
@@ -27,12 +28,12 @@ from monitor.webapp.api.schemas import (
     not_found,
     unprocessable,
 )
-from monitor.webapp.deps import ReadSession, ServerName, require_read, server_or_404
+from monitor.webapp.deps import ReadSession, ServerName, server_or_404
 
 router = APIRouter(
     prefix="/api/v1",
     tags=["fingerprint"],
-    dependencies=[Depends(require_read)],
+    dependencies=[Depends(may_read)],
     responses=ERRORS,
     default_response_class=ApiJSONResponse,
 )

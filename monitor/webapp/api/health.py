@@ -15,17 +15,18 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.approvals.api import point_of
 from monitor.core.states import AlertState
+from monitor.identity.callers import may_read
 from monitor.metrics import REGISTRY
 from monitor.store import queries
 from monitor.store.records import SEVERITIES
 from monitor.webapp.api.metrics import server_gauges
 from monitor.webapp.api.schemas import ERRORS, ApiJSONResponse
 from monitor.webapp.context import WebContext
-from monitor.webapp.deps import ReadSession, Web, require_read
+from monitor.webapp.deps import ReadSession, Web
 
 public = APIRouter(tags=["operations"], default_response_class=ApiJSONResponse)
 """Endpoints outside the token check: only /healthz."""
-router = APIRouter(tags=["operations"], dependencies=[Depends(require_read)], responses=ERRORS)
+router = APIRouter(tags=["operations"], dependencies=[Depends(may_read)], responses=ERRORS)
 
 
 class Health(BaseModel):

@@ -14,9 +14,12 @@ from monitor.config import ServerConfig
 from monitor.core.ijson import storable
 from monitor.core.rules import Severity
 from monitor.core.states import ServerOrigin
+from monitor.identity.acts import Acting
+from monitor.identity.callers import TheCaller, may_administer, may_read, may_respond
 from monitor.store import queries
 from monitor.store.generations import names_changed
 from monitor.store.models import Server
+from monitor.store.queries.servers import redact_url
 from monitor.store.records import FindingFields, ServerRecord
 from monitor.webapp.api.schemas import (
     ERRORS,
@@ -37,18 +40,14 @@ from monitor.webapp.deps import (
     ReadSession,
     ServerName,
     Web,
-    WriteSession,
     find_server_or_404,
-    require_read,
-    require_write,
     server_or_404,
 )
 
 router = APIRouter(
     prefix="/api/v1",
     tags=["servers"],
-    dependencies=[Depends(require_read)],
-    responses=ERRORS,
+    responses=ERRORS,  # each route says who may use it (monitor.identity.roles)
     default_response_class=ApiJSONResponse,
 )
 TheServer = Annotated[ServerRecord, Depends(server_or_404)]
@@ -67,7 +66,7 @@ class PollOut(BaseModel):
     error: str | None
 
 
-@router.get("/servers", summary="List servers by name")
+@router.get("/servers", summary="List servers by name", dependencies=[Depends(may_read)])
 def list_servers(
     session: ReadSession,
     limit: Limit = 100,
@@ -93,10 +92,11 @@ def list_servers(
     description="The URL's host must pass `[monitor] allowed_server_hosts` (by default: anything but "
     "link-local, cloud metadata and reserved addresses), or the answer is 422; every connection "
     "the poller makes to it is checked again.",
-    dependencies=[Depends(require_write)],
+    dependencies=[Depends(may_administer)],
     responses={**WRITE_ERRORS, 409: {"model": ErrorOut, "description": "The name is taken"}},
 )
-def create_server(web: Web, body: ServerCreate, response: Response, session: WriteSession) -> ServerRecord:
+def create_server(web: Web, body: ServerCreate, response: Response, act: Acting) -> ServerRecord:
+    session = act.session
     try:
         checked = ServerConfig.model_validate(
             {
@@ -138,11 +138,12 @@ def create_server(web: Web, body: ServerCreate, response: Response, session: Wri
     )
     names_changed(session)
     session.flush()
+    act.record("server.register", body.name, url=redact_url(body.url), aliases=list(body.aliases))
     response.headers["Location"] = f"/api/v1/servers/{body.name}"
     return find_server_or_404(session, body.name)
 
 
-@router.get("/servers/{name}", responses=not_found("server"))
+@router.get("/servers/{name}", dependencies=[Depends(may_read)], responses=not_found("server"))
 def get_server(server: TheServer) -> ServerRecord:
     return server
 
@@ -153,14 +154,15 @@ def get_server(server: TheServer) -> ServerRecord:
     summary="Forget a server registered over the API, with its whole history",
     description="Only servers registered over the API can be deleted; a config-file server would be "
     "registered again at the next sync, so it is removed from the config file instead (409).",
-    dependencies=[Depends(require_write)],
+    dependencies=[Depends(may_administer)],
     responses={
         **WRITE_ERRORS,
         **not_found("server"),
         409: {"model": ErrorOut, "description": "The server comes from the config file"},
     },
 )
-def delete_server(server: TheServer, session: WriteSession) -> Response:
+def delete_server(server: TheServer, act: Acting) -> Response:
+    session = act.session
     if server.origin != ServerOrigin.API:
         raise HTTPException(
             409,
@@ -169,6 +171,7 @@ def delete_server(server: TheServer, session: WriteSession) -> Response:
         )
     session.execute(delete(Server).where(Server.id == server.id))
     names_changed(session)
+    act.record("server.delete", server.name)
     return Response(status_code=204)
 
 
@@ -178,18 +181,20 @@ def delete_server(server: TheServer, session: WriteSession) -> Response:
     description="Claude Code names a tool `mcp__<name>__<tool>` after the server's name in its own "
     "config, ToolHive after its workload: an alias lets the decision point find the server by that "
     "name. Aliases from the config file count as well; a name can belong to one server only.",
-    dependencies=[Depends(require_write)],
+    dependencies=[Depends(may_administer)],
     responses={
         **WRITE_ERRORS,
         **not_found("server"),
         409: {"model": ErrorOut, "description": "An alias is already a name or alias of another server"},
     },
 )
-def set_aliases(server: TheServer, body: AliasesIn, web: Web, session: WriteSession) -> ServerRecord:
+def set_aliases(server: TheServer, body: AliasesIn, web: Web, act: Acting) -> ServerRecord:
+    session = act.session
     _check_aliases(session, web, server.name, body.aliases)
     row = session.get_one(Server, server.id, with_for_update=True)
     row.aliases = list(dict.fromkeys(body.aliases)) or None
     names_changed(session)
+    act.record("server.aliases", server.name, aliases=row.aliases or [])
     session.flush()
     return find_server_or_404(session, server.name)
 
@@ -231,7 +236,7 @@ async def poller(web: Web) -> PollNow:
 @router.post(
     "/servers/{name}/poll",
     summary="Poll the server now and store the result",
-    dependencies=[Depends(require_write)],
+    dependencies=[Depends(may_respond)],
     responses={
         **WRITE_ERRORS,
         **not_found("server"),
@@ -239,6 +244,8 @@ async def poller(web: Web) -> PollNow:
     },
 )
 async def poll_server(
+    web: Web,
+    caller: TheCaller,
     poll_now: Annotated[PollNow, Depends(poller)],
     server: Annotated[ServerRecord, Depends(server_to_poll)],
 ) -> PollOut:
@@ -247,6 +254,7 @@ async def poll_server(
         outcome = await poll_now(server.name)
     except LookupError:
         raise HTTPException(404, f"server {server.name!r} is not known to this process's poller") from None
+    web.identity.note(caller, "server.poll", server.name, "ok" if outcome.ok else "failed")
     return PollOut(
         server=outcome.server,
         ok=outcome.ok,

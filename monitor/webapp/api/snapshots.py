@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from monitor.core.ijson import unicode_text
 from monitor.core.text import make_visible
+from monitor.identity.callers import may_read
 from monitor.store import queries
 from monitor.store.records import ServerRecord, SnapshotListing, SnapshotRecord, ToolVersionRecord
 from monitor.webapp.api.schemas import (
@@ -25,12 +26,12 @@ from monitor.webapp.api.schemas import (
     not_found,
     utc,
 )
-from monitor.webapp.deps import ReadSession, ServerName, require_read, server_or_404
+from monitor.webapp.deps import ReadSession, ServerName, server_or_404
 
 router = APIRouter(
     prefix="/api/v1",
     tags=["snapshots"],
-    dependencies=[Depends(require_read)],
+    dependencies=[Depends(may_read)],
     responses=ERRORS,
     default_response_class=ApiJSONResponse,
 )

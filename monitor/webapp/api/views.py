@@ -10,16 +10,17 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from monitor.core.clients import stored_profiles
+from monitor.identity.callers import may_read
 from monitor.store.models import Listing
 from monitor.store.records import ServerRecord
 from monitor.store.views import current_views
 from monitor.webapp.api.schemas import ERRORS, ApiJSONResponse, not_found
-from monitor.webapp.deps import ReadSession, require_read, server_or_404
+from monitor.webapp.deps import ReadSession, server_or_404
 
 router = APIRouter(
     prefix="/api/v1",
     tags=["views"],
-    dependencies=[Depends(require_read)],
+    dependencies=[Depends(may_read)],
     responses=ERRORS,
     default_response_class=ApiJSONResponse,
 )

@@ -8,24 +8,22 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, Response
 
+from monitor.identity.acts import Acting
+from monitor.identity.callers import page_read, page_respond
 from monitor.notify import handling
 from monitor.store import queries
 from monitor.store.records import AlertDetail, AlertRecord
 from monitor.webapp.deps import (
     ReadSession,
     Web,
-    WriteSession,
     alert_or_404,
-    require_editor,
-    require_viewer,
-    signed_in,
 )
 from monitor.webapp.pages.csrf import CheckedForm
-from monitor.webapp.pages.rendering import render
+from monitor.webapp.pages.rendering import redirect_with, render
 
-router = APIRouter(include_in_schema=False, dependencies=[Depends(require_viewer)])
+router = APIRouter(include_in_schema=False, dependencies=[Depends(page_read)])
 NOTE_LIMIT = 2000
 """Longest name or note a form keeps (the rest is cut): the page shows it whole."""
 
@@ -82,32 +80,26 @@ def alert_page(
         a=detail.alert,
         diffs=diffs,
         timeline=timeline(detail),
-        can_write=signed_in(web, request),
-        flash=request.query_params.get("done", ""),
     )
 
 
 @router.post("/alerts/{alert_id}/resolve", response_class=HTMLResponse)
 def resolve(
+    request: Request,
     web: Web,
     fields: CheckedForm,
-    _editor: Annotated[None, Depends(require_editor)],
+    _responder: Annotated[None, Depends(page_respond)],
     alert: Annotated[AlertRecord, Depends(alert_or_404)],
-    session: WriteSession,
+    act: Acting,
 ) -> Response:
-    """Through `monitor.notify.alerts`, so the webhooks that heard it open hear it resolved."""
+    """Through `monitor.notify.alerts`, so the webhooks that heard it open hear it resolved, and by whom."""
+    note = form_text(fields, "note")
     try:
-        handling.resolve_by_hand(
-            session,
-            alert.id,
-            web.now(),
-            by=form_text(fields, "by"),
-            note=form_text(fields, "note"),
-            policy=web.alerting,
-        )
+        handling.resolve_by_hand(act.session, alert.id, act.at, by=act.actor, note=note, policy=web.alerting)
     except handling.AlertResolved as exc:
         raise HTTPException(409, str(exc)) from None
-    return RedirectResponse(f"/alerts/{alert.id}?done=resolved", status_code=303)
+    act.record("alert.resolve", f"alert {alert.id}", note=note)
+    return redirect_with(request, f"/alerts/{alert.id}", f"Alert {alert.id} resolved by {act.actor}.")
 
 
 def form_text(fields: dict[str, str], name: str) -> str | None:

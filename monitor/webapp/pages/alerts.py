@@ -6,10 +6,12 @@ from typing import Annotated
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, Response
 
 from monitor.core.ijson import storable
 from monitor.core.states import AlertState
+from monitor.identity.acts import Acting
+from monitor.identity.callers import page_read, page_respond
 from monitor.notify import handling
 from monitor.store import queries
 from monitor.store.records import AlertRecord
@@ -17,21 +19,16 @@ from monitor.webapp.api.schemas import INT32_MAX
 from monitor.webapp.deps import (
     ReadSession,
     Web,
-    WriteSession,
     alert_or_404,
     find_server_or_404,
-    require_editor,
-    require_viewer,
-    signed_in,
 )
 from monitor.webapp.pages.alert import form_text
-from monitor.webapp.pages.auth import safe_next
 from monitor.webapp.pages.csrf import CheckedForm
-from monitor.webapp.pages.params import exact_severity_param
+from monitor.webapp.pages.params import exact_severity_param, safe_next
 from monitor.webapp.pages.refresh import auto_refresh
-from monitor.webapp.pages.rendering import render
+from monitor.webapp.pages.rendering import redirect_with, render
 
-router = APIRouter(include_in_schema=False, dependencies=[Depends(require_viewer)])
+router = APIRouter(include_in_schema=False, dependencies=[Depends(page_read)])
 ALERTS_PER_PAGE = 100
 
 
@@ -114,33 +111,26 @@ def alerts_page(
         rules=sorted({*queries.alert_rules(session), *([rule] if rule else [])}),
         states=queries.alert_state_counts(session),
         older=urlencode({**filters, "before": older}) if older else None,
-        can_write=signed_in(web, request),
         here=f"/alerts?{here}",
-        flash=request.query_params.get("done", ""),
     )
 
 
 @router.post("/alerts/{alert_id}/ack", response_class=HTMLResponse)
 def acknowledge(
+    request: Request,
     web: Web,
     fields: CheckedForm,
-    _editor: Annotated[None, Depends(require_editor)],
+    _responder: Annotated[None, Depends(page_respond)],
     alert: Annotated[AlertRecord, Depends(alert_or_404)],
-    session: WriteSession,
+    act: Acting,
 ) -> Response:
     """Acknowledged through `monitor.notify.alerts`, which owns alert state; back to where the form was.
     The form is checked first, then who posted it, then the alert (the parameters' order)."""
+    note = form_text(fields, "note")
     try:
-        handling.acknowledge(
-            session,
-            alert.id,
-            web.now(),
-            by=form_text(fields, "by"),
-            note=form_text(fields, "note"),
-            policy=web.alerting,
-        )
+        handling.acknowledge(act.session, alert.id, act.at, by=act.actor, note=note, policy=web.alerting)
     except handling.AlertResolved as exc:
         raise HTTPException(409, str(exc)) from None
+    act.record("alert.acknowledge", f"alert {alert.id}", note=note)
     target = safe_next(fields.get("next"), "/alerts")
-    separator = "&" if "?" in target else "?"
-    return RedirectResponse(f"{target}{separator}done={alert.id}", status_code=303)
+    return redirect_with(request, target, f"Alert {alert.id} acknowledged by {act.actor}.")

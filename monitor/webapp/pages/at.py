@@ -7,13 +7,14 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 
+from monitor.identity.callers import page_read
 from monitor.store import queries
-from monitor.webapp.deps import ReadSession, find_server_or_404, require_viewer
+from monitor.webapp.deps import ReadSession, find_server_or_404
 from monitor.webapp.pages.diffview import HintBadge, hint_badges
 from monitor.webapp.pages.params import instant_param
 from monitor.webapp.pages.rendering import iso, render
 
-router = APIRouter(include_in_schema=False, dependencies=[Depends(require_viewer)])
+router = APIRouter(include_in_schema=False, dependencies=[Depends(page_read)])
 
 
 @router.get("/at", response_class=HTMLResponse)

@@ -1,33 +1,28 @@
-"""Forms: a signed double-submit CSRF token, and form posts refused from other origins."""
+"""Forms: a CSRF token bound to the visitor's session, and form posts refused from anywhere else.
+
+A form post is acted on only when it comes from this origin (`Sec-Fetch-Site` same-origin, or absent
+as from a script; an `Origin` that is this host, or absent) and carries the CSRF token of the
+poster's own session (`monitor.identity.signin`). Another site, another port of this host (which can
+set cookies for it, but not read this session's token), a sandboxed frame (`Origin: null`) or a
+redirect from elsewhere is refused, and the refusal is audited. A request authenticated by a bearer
+token needs no CSRF token: browsers never send one on their own.
+"""
 
 from __future__ import annotations
 
 import hmac
-import secrets
 from typing import Annotated
 from urllib.parse import parse_qs, urlsplit
 
 from fastapi import Depends, Request
 
-from monitor.webapp.context import WebContext
+from monitor.identity.callers import caller_of
+from monitor.identity.roles import Via
 from monitor.webapp.deps import Web
 
-CSRF_COOKIE = "dm_csrf"
 MAX_FORM_BYTES = 16 * 1024
-
-
-def _csrf_valid(web: WebContext, value: str) -> bool:
-    nonce, _, signature = value.partition(".")
-    return bool(nonce) and hmac.compare_digest(signature.encode(), web.sign("csrf", nonce).encode())
-
-
-def csrf_token(web: WebContext, request: Request) -> tuple[str, bool]:
-    """The request's CSRF token (reused while valid) and whether it must be set as a cookie."""
-    current = request.cookies.get(CSRF_COOKIE, "")
-    if current and _csrf_valid(web, current):
-        return current, False
-    nonce = secrets.token_urlsafe(24)
-    return f"{nonce}.{web.sign('csrf', nonce)}", True
+ALLOWED_FETCH_SITES = ("same-origin", "none")
+"""`Sec-Fetch-Site` values of a form this dashboard served (`none`: typed or bookmarked by a person)."""
 
 
 class FormRefused(Exception):
@@ -35,30 +30,40 @@ class FormRefused(Exception):
 
 
 async def checked_form(request: Request, web: Web) -> dict[str, str]:
-    """The url-encoded form, after the same-origin and double-submit CSRF checks.
+    """The url-encoded form, after the origin and CSRF checks.
 
     Async to read the body; it touches no database, and the handlers taking it are sync."""
-    if request.headers.get("sec-fetch-site") == "cross-site":
-        raise FormRefused("cross-site form posts are refused")
+    caller = caller_of(request)
+
+    def refuse(why: str) -> FormRefused:
+        web.identity.refuse(caller, "form.refused", f"{request.method} {request.url.path}", why)
+        return FormRefused(why)
+
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site not in ALLOWED_FETCH_SITES:
+        raise refuse(f"form posts from another site or origin are refused (Sec-Fetch-Site: {site})")
     origin = request.headers.get("origin")
-    # "null" is what privacy settings and sandboxed frames send; the CSRF token still has to match.
-    if origin is not None and origin != "null" and urlsplit(origin).netloc != request.headers.get("host", ""):
-        raise FormRefused("the form was posted from another origin")
+    if origin is not None and (
+        origin == "null" or urlsplit(origin).netloc != request.headers.get("host", "")
+    ):
+        raise refuse("the form was posted from another origin")
     length = request.headers.get("content-length")
     if length is not None and (not length.isdigit() or int(length) > MAX_FORM_BYTES):
-        raise FormRefused("the form is too large")
+        raise refuse("the form is too large")
     body = await request.body()
     if len(body) > MAX_FORM_BYTES:
-        raise FormRefused("the form is too large")
+        raise refuse("the form is too large")
     fields = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
-    cookie = request.cookies.get(CSRF_COOKIE, "")
+    if caller.via == Via.TOKEN:
+        return fields
     given = fields.get("csrf_token", "")
-    if not cookie or not given or not hmac.compare_digest(cookie.encode(), given.encode("utf-8", "replace")):
-        raise FormRefused(
-            "the form's CSRF token is missing or does not match (reload the page and try again)"
-        )
-    if not _csrf_valid(web, cookie):
-        raise FormRefused("the CSRF token is not valid (reload the page and try again)")
+    expected = web.identity.signer.csrf(caller.session) if caller.session else ""
+    if (
+        not given
+        or not expected
+        or not hmac.compare_digest(expected.encode(), given.encode("utf-8", "replace"))
+    ):
+        raise refuse("the form's CSRF token is missing or not this session's (reload the page and try again)")
     return fields
 
 

@@ -9,15 +9,16 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
 from monitor.core.states import AlertState, ServerStatus
+from monitor.identity.callers import page_read
 from monitor.sessions import service as host_sessions
 from monitor.store import queries
 from monitor.store.records import SEVERITIES
-from monitor.webapp.deps import ReadSession, Web, require_viewer
+from monitor.webapp.deps import ReadSession, Web
 from monitor.webapp.pages.params import number_param, severity_param
 from monitor.webapp.pages.refresh import auto_refresh
 from monitor.webapp.pages.rendering import render
 
-router = APIRouter(include_in_schema=False, dependencies=[Depends(require_viewer)])
+router = APIRouter(include_in_schema=False, dependencies=[Depends(page_read)])
 
 
 SERVERS_PER_PAGE = 200

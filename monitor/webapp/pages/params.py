@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from fastapi import HTTPException
 
 from monitor.core.rules import Severity
+from monitor.core.text import is_hidden
 from monitor.webapp.api.schemas import INT32_MAX
 
 
@@ -54,3 +55,12 @@ def instant_param(value: str) -> datetime:
         return parsed.astimezone(UTC)
     except (OverflowError, ValueError):
         raise HTTPException(422, "time: outside the representable years") from None
+
+
+def safe_next(value: str | None, default: str = "/") -> str:
+    """Only local paths: no scheme, no host, no `//` or backslash tricks, no line breaks."""
+    if not value or not value.startswith("/") or value.startswith(("//", "/\\")):
+        return default
+    if any(c in value for c in "\r\n\\") or any(is_hidden(c) for c in value):
+        return default
+    return value

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse, Response
 
-from monitor.webapp.pages.auth import safe_next
 from monitor.webapp.pages.csrf import CheckedForm
+from monitor.webapp.pages.params import safe_next
 
 REFRESH_COOKIE = "dm_refresh"
 REFRESH_SECONDS = 60

@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import json
 import re
+import time
 import unicodedata
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
@@ -19,7 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 from fastapi import Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, pass_context
 from jinja2.runtime import Context
 from markupsafe import Markup, escape
@@ -30,10 +31,12 @@ from monitor.core.fingerprint import NotIJSONError, tool_fingerprint
 from monitor.core.listing import annotations_of
 from monitor.core.states import AlertState
 from monitor.core.text import is_hidden, make_visible
+from monitor.identity.callers import caller_of
+from monitor.identity.roles import Permission, Via
+from monitor.identity.signin import FLASH_COOKIE, FLASH_SECONDS, SESSION_COOKIE
 from monitor.store import queries
 from monitor.store.records import SEVERITIES
-from monitor.webapp.deps import context_of, signed_in
-from monitor.webapp.pages.csrf import CSRF_COOKIE, csrf_token
+from monitor.webapp.deps import context_of
 
 # --- filters for untrusted text -------------------------------------------------------------
 
@@ -276,40 +279,85 @@ def make_environment(templates: Path) -> Environment:
 def render(
     request: Request, session: Session, template: str, status_code: int = 200, **values: Any
 ) -> HTMLResponse:
-    """The page, with what every page shows: the sign-in state, the open-alert count in the
-    navigation (read in `session`; left out when the database fails, so error pages still render)
-    and the CSRF token its forms carry, set as a cookie when the browser has no valid one."""
+    """The page, with what every page shows: who is signed in and what they may do, the open-alert
+    count in the navigation (only for callers who may read; read in `session`, and left out when the
+    database fails, so error pages still render), the message after an action, and the CSRF token
+    its forms carry, bound to the visitor's session (a new session cookie for a first visit)."""
     web = context_of(request)
-    env: Environment = request.app.state.templates
-    token, new_cookie = csrf_token(web, request)
+    identity = web.identity
+    caller = caller_of(request)
+    sid, new_session = caller.session, None
+    if sid is None:
+        signed, new_session = identity.signer.new_session("", time.time(), 12 * 3600)
+        sid = signed.sid
+    flash_cookie = request.cookies.get(FLASH_COOKIE, "")
+    flash = identity.signer.read_flash(flash_cookie) if flash_cookie else None
     values.setdefault("refresh", None)
-    try:
-        alert_counts: dict[AlertState, int] | None = queries.alert_state_counts(session)
-    except SQLAlchemyError:
-        alert_counts = None
-    page = env.get_template(template).render(
-        request=request,
-        csrf_token=token,
-        auth_enabled=web.token is not None,
-        signed_in=signed_in(web, request),
-        token_env=web.token_env,
-        now=web.now(),
-        ago=lambda value: ago(value, web.now()),
-        static_version=request.app.state.static_version,
-        open_alerts=alert_counts,
-        **values,
+    alert_counts: dict[AlertState, int] | None = None
+    if caller.may(Permission.READ):
+        try:
+            alert_counts = queries.alert_state_counts(session)
+        except SQLAlchemyError:
+            alert_counts = None
+    page = (
+        env_of(request)
+        .get_template(template)
+        .render(
+            request=request,
+            csrf_token=identity.signer.csrf(sid),
+            auth_enabled=caller.via != Via.OPEN,
+            signed_in=caller.known,
+            caller=caller,
+            may=lambda permission: caller.may(Permission(permission)),
+            flash=flash,
+            token_env=web.token_env,
+            now=web.now(),
+            ago=lambda value: ago(value, web.now()),
+            static_version=request.app.state.static_version,
+            open_alerts=alert_counts,
+            **values,
+        )
     )
     # Every string went through `finalize`; "replace" only guards against a template bug.
     response = HTMLResponse(page.encode("utf-8", "replace"), status_code=status_code)
-    if new_cookie:
-        response.set_cookie(
-            CSRF_COOKIE,
-            token,
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
-            path="/",
-        )
+    if new_session is not None:
+        session_cookie(response, request, new_session, 12 * 3600)
+    if flash_cookie:
+        response.delete_cookie(FLASH_COOKIE, path="/", httponly=True, samesite="strict")
+    return response
+
+
+def env_of(request: Request) -> Environment:
+    env: Environment = request.app.state.templates
+    return env
+
+
+def session_cookie(response: Response, request: Request, value: str, max_age: int) -> None:
+    """The dashboard session cookie: `HttpOnly`, `SameSite=Strict`, `Secure` over HTTPS."""
+    response.set_cookie(
+        SESSION_COOKIE,
+        value,
+        max_age=max_age,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
+
+
+def redirect_with(request: Request, target: str, message: str) -> RedirectResponse:
+    """A 303 to `target` carrying `message` for the next page's banner, in a signed cookie: the server
+    chooses what the banner says, never the URL."""
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(
+        FLASH_COOKIE,
+        context_of(request).identity.signer.flash(message),
+        max_age=FLASH_SECONDS,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
     return response
 
 

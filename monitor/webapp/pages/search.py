@@ -10,13 +10,14 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 
 from monitor.core.ijson import storable
+from monitor.identity.callers import page_read
 from monitor.store import queries
-from monitor.webapp.deps import ReadSession, require_viewer
+from monitor.webapp.deps import ReadSession
 from monitor.webapp.pages.diffview import HintBadge, hint_badges
 from monitor.webapp.pages.params import instant_param
 from monitor.webapp.pages.rendering import render
 
-router = APIRouter(include_in_schema=False, dependencies=[Depends(require_viewer)])
+router = APIRouter(include_in_schema=False, dependencies=[Depends(page_read)])
 MATCHES_SHOWN = 50
 """Matches listed for one search: a name fragment common enough to match more is refined instead."""
 CLAIMS_SHOWN = 20

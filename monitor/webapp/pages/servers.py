@@ -13,6 +13,8 @@ from monitor.approvals.pages import resolvable_alerts, server_approvals
 from monitor.core.ijson import unicode_text
 from monitor.core.states import AlertState
 from monitor.core.text import make_visible
+from monitor.identity.callers import caller_of, page_read
+from monitor.identity.roles import Permission
 from monitor.store import queries
 from monitor.store.models import Server
 from monitor.store.records import SEVERITIES, ServerRecord, ToolVersionRecord
@@ -21,14 +23,12 @@ from monitor.webapp.deps import (
     ReadSession,
     Web,
     page_server_or_404,
-    require_viewer,
-    signed_in,
 )
 from monitor.webapp.pages.diffview import ToolDiffView, hint_badges, tool_diff_view
 from monitor.webapp.pages.params import number_param
 from monitor.webapp.pages.rendering import render
 
-router = APIRouter(include_in_schema=False, dependencies=[Depends(require_viewer)])
+router = APIRouter(include_in_schema=False, dependencies=[Depends(page_read)])
 TheServer = Annotated[ServerRecord, Depends(page_server_or_404)]
 VERSIONS_PER_PAGE = 50
 
@@ -88,9 +88,8 @@ def diff_page(request: Request, web: Web, server: TheServer, session: ReadSessio
         diff=diff,
         tools=[tool_diff_view(t) for t in diff.tools],
         choices=queries.list_snapshots(session, server.id, limit=500),
-        can_approve=signed_in(web, request),
+        can_approve=caller_of(request).may(Permission.APPROVE),
         resolvable=resolvable_alerts(session, server, new_version, None),
-        done=params.get("done", ""),
     )
 
 

@@ -1,0 +1,47 @@
+"""Audit events written off the request path: refused attempts, and actions with no transaction.
+
+A refused request (a wrong token, a role that does not allow it, a forged form) is answered at once;
+its audit event is written by a background writer, so a flood of them costs the database batched
+inserts, never a write per request, and the answer never waits for a lock. So is an action that
+does its database work elsewhere (polling a server now). Changes made in a transaction are recorded
+in it instead (`monitor.identity.callers.Act`), so a change and its record commit together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from monitor.identity.roles import Caller
+from monitor.identity.storage import record_event
+from monitor.store.background import BackgroundWriter
+
+
+@dataclass(frozen=True)
+class Event:
+    caller: Caller
+    action: str
+    target: str
+    at: datetime
+    result: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+class AuditLog(BackgroundWriter[Event]):
+    def __init__(self, sessions: sessionmaker[Session], *, max_pending: int = 10_000) -> None:
+        super().__init__(sessions, name="audit-log", max_pending=max_pending)
+
+    def write(self, session: Session, items: list[Event]) -> None:
+        for item in items:
+            record_event(
+                session,
+                item.caller,
+                item.action,
+                item.target,
+                at=item.at,
+                result=item.result,
+                detail=item.detail or None,
+            )
