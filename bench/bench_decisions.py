@@ -6,11 +6,12 @@ timeout (5 s, as docs/approvals.md configures the HTTP hook).
 
 The app runs in its own process, served the way `drift-monitor serve` serves it: a listening socket
 from `monitor.service._listen` handed to uvicorn (`uvicorn.Server(config).serve(sockets=[listener])`,
-one process, asyncio, h11), over a SQLite file holding 100 servers of 20 tools each, polled twice a
-few minutes before the run (so every listing is fresh): the first version trusted on first use, the
-second flipping one tool's readOnlyHint on every tenth server. This process is the caller, and
-measures what a caller sees: each request's latency counts from when it was due (open-loop pacing at
-the offered rate), so a server that falls behind, or a connection that stalls, shows it.
+one process, asyncio, h11, the garbage collector set by `long_running_heap`), over a SQLite file
+holding 100 servers of 20 tools each, polled twice a few minutes before the run (so every listing is
+fresh): the first version trusted on first use, the second flipping one tool's readOnlyHint on every
+tenth server. This process is the caller, and measures what a caller sees: each request's latency
+counts from when it was due (open-loop pacing at the offered rate), so a server that falls behind, or
+a connection that stalls, shows it.
 
 - `POST /api/v1/decisions`: 95% about approved tools (allow), 5% about the flipped tools (deny, each
   kept in the database), half of them with a `session_id` (a heart-beat at most every 30 s each);
@@ -152,8 +153,10 @@ def listen_protocol_0(host: str, port: int) -> socket.socket:
 
 
 def serve(database_url: str, listen_proto0: bool) -> None:
-    """The app's process: the app behind a listener from `monitor.service._listen`, handed to uvicorn
-    as `serve` does. Prints `READY <port> <the listener's protocol>`."""
+    """The app's process: the app behind a listener from `monitor.service._listen`, handed to uvicorn,
+    with the garbage collector set by `monitor.service.long_running_heap`, as `serve` does (with
+    Python's defaults, full collections of 80-110 ms were a 200/s case's p99). Prints
+    `READY <port> <the listener's protocol>`."""
     import uvicorn
     from support.web import make_app
 
@@ -166,7 +169,8 @@ def serve(database_url: str, listen_proto0: bool) -> None:
     listener = service._listen(HOST, 0)
     print(f"READY {listener.getsockname()[1]} {listener.proto}", flush=True)
     config = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False)
-    asyncio.run(uvicorn.Server(config).serve(sockets=[listener]))
+    with service.long_running_heap():  # the garbage collector as `serve` sets it
+        asyncio.run(uvicorn.Server(config).serve(sockets=[listener]))
 
 
 @dataclass
