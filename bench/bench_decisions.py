@@ -36,14 +36,15 @@ process started with `--listen-proto0`, which reproduces the defect on purpose: 
 does not set TCP_NODELAY on accepted connections, and an answer written in two parts (uvicorn writes
 the head, then the body) has its body held back until the client acknowledges the head, which a
 client in the middle of a request-answer exchange delays by about 40 ms. (Linux acknowledges at once
-on a connection that was idle for longer than its retransmission timeout, 200 ms or more, so a
-kept-alive connection used less often than about 5 times a second does not stall.) The two app
+on a connection that was idle for longer than its retransmission timeout, 200 ms or more, so the
+200/s cases over 64 connections, each used about 3 times a second, do not show it.) The two app
 processes run side by side on copies of the same database, and each case runs against one, then
 the other. `--no-proto0` skips them.
 
-The machine's load average, its busy share, the app's CPU (as a share of a core and in ms per
-answer) and this process's are printed with each case: on a machine others load, the caller (this
-process, Python) and the app share the same two cores.
+This process's garbage collector is off while it times a case (its own full collections paused it
+for about 50 ms). The machine's load average, its busy share, the app's CPU (as a share of a core
+and in ms per answer) and this process's are printed with each case: on a machine others load, the
+caller (this process, Python) and the app share the same two cores.
 
     python bench/bench_decisions.py [--seconds 4] [--no-proto0]
 """
@@ -53,6 +54,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import gc
 import json
 import os
 import random
@@ -155,8 +157,8 @@ def listen_protocol_0(host: str, port: int) -> socket.socket:
 def serve(database_url: str, listen_proto0: bool) -> None:
     """The app's process: the app behind a listener from `monitor.service._listen`, handed to uvicorn,
     with the garbage collector set by `monitor.service.long_running_heap`, as `serve` does (with
-    Python's defaults, full collections of 80-110 ms were a 200/s case's p99). Prints
-    `READY <port> <the listener's protocol>`."""
+    Python's defaults the app made full collections of 80-110 ms, 7 in three cases; with it, 2 of
+    30-55 ms). Prints `READY <port> <the listener's protocol>`."""
     import uvicorn
     from support.web import make_app
 
@@ -540,6 +542,19 @@ def case_name(case: Case) -> str:
     return f"{rate:,.0f}/s, {over}"
 
 
+@contextmanager
+def caller_collector_off() -> Iterator[None]:
+    """This process's garbage collector off while it times requests, on again after: a full
+    collection of the caller's heap (the requests built for every case, the results so far) paused
+    it for about 50 ms, which showed as a stall of the app in a 200/s case's p99."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def run_case(app: App, todo: list[Call], case: Case, seconds: float) -> Result:
     """One case against `app`, with the machine's load and busy share and the app's and this process's
     CPU around it."""
@@ -548,10 +563,11 @@ def run_case(app: App, todo: list[Call], case: Case, seconds: float) -> Result:
     busy0, total0 = common.machine_busy()
     app0, caller0 = common.cpu_seconds(app.pid), common.cpu_seconds()
     started = time.perf_counter()
-    if connections:
-        result = asyncio.run(kept_alive(app.port, todo, rate, seconds, connections))
-    else:
-        result = asyncio.run(new_connections(app.port, todo, rate, seconds))
+    with caller_collector_off():
+        if connections:
+            result = asyncio.run(kept_alive(app.port, todo, rate, seconds, connections))
+        else:
+            result = asyncio.run(new_connections(app.port, todo, rate, seconds))
     wall = time.perf_counter() - started
     busy1, total1 = common.machine_busy()
     result.load = load
@@ -597,7 +613,8 @@ def main(seconds: float = SECONDS, proto0: bool = True) -> list[tuple[str, float
                     result = run_case(app, requests[endpoint], case, seconds)
                     results[app.name, endpoint, case] = result
                     print(result.line(f"{LABELS[endpoint]} [{app.name}]"), flush=True)
-        burst_result = asyncio.run(burst(started[0].port, requests["hook"], requests["healthz"][0]))
+        with caller_collector_off():
+            burst_result = asyncio.run(burst(started[0].port, requests["hook"], requests["healthz"][0]))
         print_burst(burst_result)
     print_tables(results, proto0)
     return rows(results, burst_result, proto0)
