@@ -16,6 +16,7 @@ BENCHMARKS = [
     "bench_scale",
     "bench_latency",
     "bench_decisions",
+    "bench_hook_command",
     "bench_refusals",
     "bench_hostile_pages",
     "bench_throughput",
@@ -30,10 +31,10 @@ def main() -> None:
         print(f"== {name}", flush=True)
         rows.extend(importlib.import_module(name).main())
     print()
-    print(f"{'figure':<44} {'ours':>12} {'baseline':>12} {'ratio':>8}  goal")
+    print(f"{'figure':<48} {'ours':>12} {'baseline':>12} {'ratio':>8}  goal")
     for figure, ours, baseline, goal in rows:
         ratio = baseline / ours if ours else float("inf")
-        print(f"{figure:<44} {ours:>12.2f} {baseline:>12.2f} {ratio:>7.2f}x  {goal}")
+        print(f"{figure:<48} {ours:>12.2f} {baseline:>12.2f} {ratio:>7.2f}x  {goal}")
 
 
 if __name__ == "__main__":
