@@ -139,16 +139,53 @@ class WebhookConfig(BaseModel):
         return url
 
 
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+def _static_labels(labels: dict[str, str], reserved: frozenset[str]) -> dict[str, str]:
+    """`labels = {env = "prod"}`: names a Prometheus label may have, none the sink sets itself, and
+    non-empty values (Alertmanager reads an empty label as an absent one)."""
+    for name, value in labels.items():
+        if not _LABEL_NAME.match(name) or name.startswith("__"):
+            raise ValueError(f"{name!r}: use letters, digits and '_', not starting with a digit or '__'")
+        if name in reserved:
+            raise ValueError(f"{name!r}: set by drift-monitor itself ({', '.join(sorted(reserved))})")
+        if not value:
+            raise ValueError(f"{name!r}: the value must not be empty")
+    return labels
+
+
+class AlertmanagerWebhookConfig(WebhookConfig):
+    """Alertmanager's API v2, with static labels added to every alert (two environments told apart)."""
+
+    format: Literal["standard", "slack", "alertmanager", "pagerduty"] = "alertmanager"
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        return _static_labels(labels, frozenset({"alertname", "severity", "server", "tool", "session_id"}))
+
+
 class PagerDutyWebhookConfig(WebhookConfig):
     """PagerDuty's Events API v2: the integration's routing key comes from a variable, added to each
-    event as it is sent (never stored in the outbox)."""
+    event as it is sent (never stored in the outbox); static labels go into `custom_details`."""
 
     format: Literal["standard", "slack", "alertmanager", "pagerduty"] = "pagerduty"
     url: str = PAGERDUTY_EVENTS_URL
     routing_key_env: str = Field(min_length=1)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        return _static_labels(labels, frozenset({"alert", "findings"}))
 
 
-WEBHOOK_SETTINGS: dict[str, type[WebhookConfig]] = {"pagerduty": PagerDutyWebhookConfig}
+WEBHOOK_SETTINGS: dict[str, type[WebhookConfig]] = {
+    "alertmanager": AlertmanagerWebhookConfig,
+    "pagerduty": PagerDutyWebhookConfig,
+}
 """The settings class of each format that has settings beyond `WebhookConfig`'s."""
 
 

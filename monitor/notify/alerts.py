@@ -30,6 +30,7 @@ from monitor.notify.sinks import hears
 from monitor.silences import service as silences
 from monitor.store.db import insert
 from monitor.store.flapping import settled_changes
+from monitor.store.installation import alert_keys
 from monitor.store.models import (
     Alert,
     AlertFinding,
@@ -462,7 +463,7 @@ def announce(
         .order_by(FindingRecord.id)
         .limit(MAX_FINDINGS)
     ).all()
-    payload = alert_payload(event_type, alert, server, findings, policy.base_url)
+    payload = alert_payload(event_type, alert, server, findings, policy.base_url, alert_keys(session))
     for webhook in targets:
         enqueue(session, webhook, payload, alert_id=alert.id, now=now, expires_after=policy.delivery_expiry)
     if policy.on_enqueue is not None:

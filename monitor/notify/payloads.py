@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from monitor.core.states import AlertEvent
+from monitor.store.installation import AlertKeys
 from monitor.store.models import Alert, FindingRecord
 from monitor.store.records import AlertRecord, FindingFields
 
@@ -18,15 +19,22 @@ MAX_FINDINGS = 100
 
 
 def alert_payload(
-    event_type: AlertEvent, alert: Alert, server: str, findings: Sequence[FindingRecord], base_url: str
+    event_type: AlertEvent,
+    alert: Alert,
+    server: str,
+    findings: Sequence[FindingRecord],
+    base_url: str,
+    keys: AlertKeys,
 ) -> dict[str, Any]:
-    """The body of docs/contract.md section 9, from the alert's and its findings' records; `state`,
-    `session_id` and `resolved_at` are extras for receivers that route."""
+    """The body of docs/contract.md section 9, from the alert's and its findings' records; `key` (the
+    alert's id scoped by the installation), `state`, `session_id` and `resolved_at` are extras for
+    receivers that route or deduplicate."""
     record = AlertRecord.of(alert, server=server, finding_count=len(findings))
     return {
         "type": event_type.value,
         "alert": {
             "id": record.id,
+            "key": keys.key(record.id),
             "rule": record.rule,
             "severity": record.severity.value,
             "state": record.state.value,

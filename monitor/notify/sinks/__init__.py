@@ -30,7 +30,7 @@ def sink_for(webhook: WebhookConfig) -> Sink:
 
 def render(webhook: WebhookConfig, payload: Mapping[str, Any]) -> str:
     """The body text the webhook's sink receives for one alert event, as stored in the outbox."""
-    return SINKS[webhook.format].render(payload)
+    return SINKS[webhook.format].render(payload, webhook)
 
 
 def hears(webhook: WebhookConfig, event: AlertEvent) -> bool:
