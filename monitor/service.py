@@ -53,8 +53,9 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
         scheduler.register(datetime.now(UTC))
         watch = WatchManager(store, scheduler)
         app = create_app(store, config, poll_now=_poll_now(poller, scheduler), alerting=alerting)
-        server = _QuietServer(  # log_config None: uvicorn logs through the process's handlers (`cli.logs`)
-            uvicorn.Config(app, host=host, port=port, log_level="info", lifespan="on", log_config=None)
+        server = _QuietServer(  # log_config and log_level None: uvicorn logs through the process's
+            # handlers at the levels `cli.logs` set (a level here would turn its access lines back on)
+            uvicorn.Config(app, host=host, port=port, log_level=None, lifespan="on", log_config=None)
         )
 
         stop = asyncio.Event()

@@ -16,7 +16,8 @@ from support import read_only_flip, record_poll, webhook_secret
 from support.web import add_token, bearer, hold_session, session_value, web_client
 from support.world import T0
 
-from monitor.config import ServerConfig, WebhookConfig
+from monitor.config import ServerConfig
+from monitor.config.webhooks import WebhookConfig
 from monitor.core.findings import Severity
 from monitor.notify.alerts import Alerting
 from monitor.store import Store

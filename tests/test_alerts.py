@@ -16,7 +16,8 @@ from sqlalchemy import Engine, func, select, text
 from sqlalchemy.orm import Session
 from support import Receiver, record_poll, webhook_secret
 
-from monitor.config import Config, MonitorSettings, ServerConfig, WebhookConfig
+from monitor.config import Config, MonitorSettings, ServerConfig
+from monitor.config.webhooks import WebhookConfig
 from monitor.core.rules import Severity
 from monitor.notify.alerts import Alerting, open_or_attach, resolve_matching
 from monitor.notify.delivery import Deliverer
@@ -146,6 +147,7 @@ async def test_read_only_revoked_opens_once_and_resolves_when_it_flips_back(
     assert opened["type"] == "alert.opened" and resolved["type"] == "alert.resolved"
     assert opened["alert"] == {
         "id": alert.id,
+        "key": opened["alert"]["key"],
         "rule": "read-only-revoked",
         "severity": "critical",
         "state": "open",
@@ -157,6 +159,8 @@ async def test_read_only_revoked_opens_once_and_resolves_when_it_flips_back(
         "resolved_at": None,
         "url": f"{BASE_URL}/alerts/{alert.id}",
     }
+    installation, _, number = opened["alert"]["key"].partition(":")
+    assert len(installation) == 36 and number == str(alert.id), "the id, scoped by the installation"
     (finding,) = opened["findings"]
     assert {k: finding[k] for k in ("rule", "severity", "tool", "field", "old", "new")} == {
         "rule": "read-only-revoked",

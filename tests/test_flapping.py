@@ -12,7 +12,8 @@ from sqlalchemy import Engine, event, select
 from sqlalchemy.orm import Session
 from support import read_only_flip, record_poll, tool, webhook_secret
 
-from monitor.config import ServerConfig, WebhookConfig
+from monitor.config import ServerConfig
+from monitor.config.webhooks import WebhookConfig
 from monitor.core.findings import Severity
 from monitor.notify.alerts import Alerting
 from monitor.store import Store

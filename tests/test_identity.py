@@ -20,7 +20,8 @@ from support.proxy import auth_proxy
 from support.web import AUTH, TOKEN, add_token, bearer, make_app, web_client
 from support.world import NOW, T0, populate
 
-from monitor.config import AuthSettings, Config, MonitorSettings, ServerConfig, WebhookConfig
+from monitor.config import AuthSettings, Config, MonitorSettings, ServerConfig
+from monitor.config.webhooks import WebhookConfig
 from monitor.core.findings import Severity
 from monitor.identity.models import ApiToken, AuditEvent
 from monitor.identity.roles import Role

@@ -4,16 +4,21 @@ variables, SSE fallback."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from support import http_server
+from support.web import TOKEN_ENV, web_client
 
 from monitor.collect.client import Limits, PollError, fetch_listing
+from monitor.collect.poller import Poller
+from monitor.collect.scheduler import Scheduler
 from monitor.collect.targets import target_for
 from monitor.config import Config, ConfigError, load_config
+from monitor.store import Store
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
 
@@ -263,5 +268,146 @@ def test_a_config_table_wins_over_an_imported_entry(tmp_path: Path) -> None:
     config = load_config(tmp_path / "monitor.toml")
     assert shape(config) == {"git": ("stdio", "ours", False), "time": ("stdio", "mcp-time", False)}
     assert config.skipped == [
-        f"{tmp_path / 'monitor.toml'}: import: 'git' skipped: also defined in [[servers]]"
+        f"{tmp_path / 'monitor.toml'}: import 'mcp.json': 'git' skipped: already defined "
+        "(in [[servers]] or an earlier import)"
     ]
+
+
+def written(tmp_path: Path, files: dict[str, str], imports: str) -> Config:
+    """A config importing host files written as given (text, so comments and commas are kept)."""
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    config = tmp_path / "monitor.toml"
+    database = (tmp_path / "m.db").as_posix()
+    config.write_text(
+        f'[monitor]\ndatabase_url = "sqlite:///{database}"\nimport = {imports}\n', encoding="utf-8"
+    )
+    return load_config(config)
+
+
+def test_an_unresolvable_entry_is_skipped_and_the_rest_polled(tmp_path: Path, store: Store) -> None:
+    """A teammate's `${TOKEN}` unset, an envFile that is not there: those two are named and left out;
+    every other server is polled (before, one unset variable stopped `poll` and `serve` entirely)."""
+    config = imported(
+        tmp_path,
+        {
+            "servers": {
+                "team": {
+                    "type": "http",
+                    "url": "https://team.example/mcp",
+                    "headers": {"X": "${UNSET_TEAM_KEY}"},
+                },
+                "dotenv": {"command": "python3", "envFile": "${workspaceFolder}/missing.env"},
+                "fine": {"type": "http", "url": "https://fine.example/mcp"},
+            }
+        },
+        folder=".vscode",
+    )
+    poller = Poller(store, config)
+    try:
+        jobs = poller.jobs()
+    finally:
+        poller.close()
+    assert [job.target.name for job in jobs] == ["fine"]
+    team, dotenv = sorted(poller.skipped)
+    assert "'dotenv'" in team and "env_file: cannot read" in team and "missing.env" in team
+    assert "'team'" in dotenv and "UNSET_TEAM_KEY is not set" in dotenv and dotenv.endswith("not polled")
+
+
+def test_skipped_entries_are_shown_in_the_log_the_api_and_the_dashboard(
+    tmp_path: Path, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = imported(
+        tmp_path, {"mcpServers": {"team": {"url": "https://team.example/mcp?k=${UNSET_TEAM_KEY}"}}}
+    )
+    config.monitor.api_token_env = TOKEN_ENV
+    scheduler = Scheduler(store, Poller(store, config), config, "test", tick_seconds=3600)
+    try:
+        with caplog.at_level("WARNING", logger="drift_monitor"):
+            scheduler.register(datetime.now(UTC))
+    finally:
+        scheduler.poller.close()
+    assert scheduler.targets == {}, "registered, not polled"
+    (line,) = [r.getMessage() for r in caplog.records if "'team'" in r.getMessage()]
+    assert "UNSET_TEAM_KEY is not set" in line
+    with web_client(store, config) as client:
+        assert client.get("/api/v1/config/skipped").json() == {"skipped": [line]}
+        page = client.get("/").text
+    assert "Configured but not monitored (1)" in page and "UNSET_TEAM_KEY is not set" in page
+
+
+def test_vscode_jsonc_comments_and_trailing_commas(tmp_path: Path) -> None:
+    text = """{
+  // Servers for this workspace
+  "servers": {
+    "github": {
+      "type": "http",
+      "url": "https://api.githubcopilot.com/mcp/", /* remote */
+    },
+  },
+}
+"""
+    config = written(tmp_path, {".vscode/mcp.json": text}, '".vscode/mcp.json"')
+    assert shape(config) == {"github": ("http", "https://api.githubcopilot.com/mcp/", False)}
+
+
+def test_env_file_is_read_when_polled_and_env_wins(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text(
+        "# local secrets\nexport API_KEY='from-file'\nREGION=eu  # inline comment\nQUOTED=\"a b\"\n",
+        encoding="utf-8",
+    )
+    config = written(
+        tmp_path,
+        {
+            ".vscode/mcp.json": '{"servers": {"s": {"command": "python3", '
+            '"envFile": "${workspaceFolder}/.env", "env": {"REGION": "us"}}}}'
+        },
+        '".vscode/mcp.json"',
+    )
+    target = target_for(config, config.server("s"), {})
+    assert target.env == {"API_KEY": "from-file", "REGION": "us", "QUOTED": "a b"}
+    assert "from-file" in target.secrets, "kept out of errors and logs like any expanded value"
+    assert config.server("s").env == {"REGION": "us"}, "the file's values are never part of the config"
+
+
+def test_gemini_bare_variables_are_expanded(tmp_path: Path) -> None:
+    config = written(
+        tmp_path,
+        {
+            ".gemini/settings.json": '{"mcpServers": {"api": {"httpUrl": "https://api.example/mcp", '
+            '"headers": {"Authorization": "Bearer $API_TOKEN"}, "env": {}}}}'
+        },
+        '".gemini/settings.json"',
+    )
+    target = target_for(config, config.server("api"), {"API_TOKEN": "t0k"})
+    assert target.headers == {"Authorization": "Bearer t0k"}, "not the literal '$API_TOKEN'"
+
+
+@pytest.mark.usefixtures("no_leaked_processes")
+def test_a_relative_cwd_is_the_imported_files_and_a_missing_one_is_named(tmp_path: Path) -> None:
+    config = written(
+        tmp_path,
+        {
+            "project/.mcp.json": '{"mcpServers": {"py": {"command": "python3", "args": ["-c", "pass"], '
+            '"cwd": "tools"}}}'
+        },
+        '"project/.mcp.json"',
+    )
+    assert config.server("py").cwd == str((tmp_path / "project" / "tools").resolve())
+    with pytest.raises(PollError) as error:
+        anyio.run(fetch_listing, target_for(config, config.server("py")), Limits(timeout=20))
+    assert "working directory" in str(error.value) and "project/tools" in str(error.value)
+
+
+def test_several_host_files(tmp_path: Path) -> None:
+    config = written(
+        tmp_path,
+        {
+            "claude.json": '{"mcpServers": {"git": {"command": "mcp-server-git"}}}',
+            ".vscode/mcp.json": '{"servers": {"git": {"command": "other"}, "time": {"command": "mcp-time"}}}',
+        },
+        '["claude.json", ".vscode/mcp.json"]',
+    )
+    assert shape(config) == {"git": ("stdio", "mcp-server-git", False), "time": ("stdio", "mcp-time", False)}
+    assert len(config.skipped) == 1 and "'git' skipped: already defined" in config.skipped[0]

@@ -77,6 +77,19 @@ def test_promtool_checks_and_unit_tests_the_rules() -> None:
         assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_every_shipped_rule_has_a_unit_test_that_fires_it() -> None:
+    """A rule nobody has seen fire under `promtool test rules` may never fire: each one needs a case
+    that expects it (and the cases run by the promtool test above)."""
+    tests = yaml.safe_load((RULES.parent / "alerts.test.yml").read_text(encoding="utf-8"))
+    fired = {
+        case["alertname"]
+        for test in tests["tests"]
+        for case in test.get("alert_rule_test", [])
+        if case.get("exp_alerts")
+    }
+    assert {rule["alert"] for rule in rules()} - fired == set()
+
+
 def test_grafana_dashboard_panels_use_exposed_metrics(exposed: set[str]) -> None:
     dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
     assert dashboard["uid"] == "drift-monitor"

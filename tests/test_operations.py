@@ -8,8 +8,9 @@ import socket
 import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
-from support import Process, cli, migrate_config, numbered_tools, refused_url, tool
+from support import WAIT, Process, cli, migrate_config, numbered_tools, refused_url, tool
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
@@ -102,7 +103,8 @@ def test_serve_logs_failures_as_json_lines_without_scheduler_chatter(tmp_path: P
     migrate_config(config, os.environ)
     argv = cli("serve", "--config", str(config), "--port", "0", "--log-format", "json")
     with Process(argv, env=os.environ) as service:
-        service.ready()
+        (url,) = service.ready()
+        assert httpx.get(f"{url}/healthz", timeout=WAIT).status_code == 200, "no access line at info"
         for _ in range(2):  # at least two ticks of the scheduler, each with its poll
             line = service.wait_for('{"time"')
             while '"poll.failed"' not in line:
@@ -115,3 +117,5 @@ def test_serve_logs_failures_as_json_lines_without_scheduler_chatter(tmp_path: P
     assert failed[0]["server"] == "down" and failed[0]["level"] == "warning"
     assert failed[0]["message"].startswith("poll down failed: connect: ")
     assert not [e for e in entries if e["logger"].startswith(("apscheduler", "uvicorn.access"))]
+    assert not [line for line in logs if "\x1b" in line or "\\u001b" in line], "no ANSI colour codes"
+    assert any(e["logger"] == "uvicorn.error" for e in entries), "uvicorn's start-up lines, plain"

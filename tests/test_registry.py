@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
-from support.registry import Registry
+from support import http_server, tool
+from support.registry import OFFICIAL, Registry
 
 from monitor.cli import main
 from monitor.config import load_config
@@ -158,3 +159,96 @@ def test_registry_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
     with Registry([]) as registry:
         assert main(["import-registry", registry.url.replace("/v0.1/servers", "/nothing"), "--toml"]) == 2
     assert "HTTP 404" in capsys.readouterr().err
+
+
+REGISTRY_EXAMPLES = Path(__file__).resolve().parent / "data" / "registry"
+"""Examples from the MCP Registry's own server.json reference: `with-remote.json` and
+`with-package.json` (its valid examples, current schema) and `filesystem.json` (the filesystem
+server of its format specification, in the earlier snake_case schema), as published."""
+
+
+def toml_of(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    assert main(["import-registry", *argv, "--toml"]) == 0
+    return {server["name"]: server for server in tomllib.loads(capsys.readouterr().out)["servers"]}
+
+
+def test_the_registrys_own_examples(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOST", "devbox.local")  # what a shell has: never taken for the registry's {host}
+    remote = toml_of(capsys, str(REGISTRY_EXAMPLES / "with-remote.json"))
+    assert remote["io.github.user-remote-weather"]["url"] == "https://api.example.com/mcp", "its default"
+    assert remote["io.github.user-remote-weather"]["headers"] == {"Authorization": "${AUTHORIZATION}"}
+
+    package = toml_of(capsys, str(REGISTRY_EXAMPLES / "with-package.json"))[
+        "io.github.user-local-weather-npm"
+    ]
+    assert package["command"] == "npx"
+    assert package["args"] == [
+        "-y",
+        "@modelcontextprotocol/server-weather@1.0.0",
+        "${CONFIG_PATH}",
+        "--port",
+        "8080",
+    ]
+    assert package["env"] == {"API_KEY": "${API_KEY}"}
+
+    filesystem = toml_of(capsys, str(REGISTRY_EXAMPLES / "filesystem.json"))
+    npm = filesystem["io.github.modelcontextprotocol-filesystem-npm"]
+    assert npm["args"] == ["-y", "@modelcontextprotocol/server-filesystem@1.0.2", "/Users/username/Desktop"]
+    assert npm["env"] == {"LOG_LEVEL": "info"}
+    oci = filesystem["io.github.modelcontextprotocol-filesystem-oci"]
+    assert oci["command"] == "docker"
+    assert oci["args"] == [
+        "run",
+        "-i",
+        "--rm",
+        "--mount",
+        "type=bind,src=${SOURCE_PATH},dst=/project",
+        "mcp/filesystem:1.0.2",
+        "/project",
+    ]
+
+
+def test_status_and_the_latest_version_are_honoured(
+    config: Path, engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = server_json("io.github.team/api", "http://127.0.0.1:9/v1", version="1.9.0")
+    new = server_json("io.github.team/api", "http://127.0.0.1:9/v2", version="2.0.0")
+    older_listed_first = server_json("io.github.team/files", "http://127.0.0.1:9/files-1", version="1.0.0")
+    newer = server_json("io.github.team/files", "http://127.0.0.1:9/files-10", version="1.10.0")
+    entries = [
+        {**old, OFFICIAL: {"isLatest": False}},
+        {**new, OFFICIAL: {"isLatest": True}},
+        {**server_json("io.github.team/gone", "http://127.0.0.1:9/gone"), OFFICIAL: {"status": "deleted"}},
+        {**older_listed_first, OFFICIAL: {"isLatest": None}},
+        {**newer, OFFICIAL: {"isLatest": None}},
+        {
+            **server_json("io.github.team/legacy", "http://127.0.0.1:9/legacy"),
+            OFFICIAL: {"status": "deprecated"},
+        },
+    ]
+    with Registry(entries, page_size=10) as registry:
+        assert main(["import-registry", registry.url, "--config", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "io.github.team/gone: skipped: deleted from the registry" in err
+    assert "io.github.team/legacy: deprecated by its publisher" in err
+    registered = servers(engine)
+    assert registered["io.github.team-api"][1] == "http://127.0.0.1:9/v2", "the latest, not the first listed"
+    assert registered["io.github.team-files"][1] == "http://127.0.0.1:9/files-10", "1.10.0 after 1.9 or 1.0"
+    assert "io.github.team-gone" not in registered and "io.github.team-legacy" in registered
+
+
+@pytest.mark.usefixtures("no_leaked_processes")
+def test_poll_polls_servers_imported_from_the_registry(
+    tmp_path: Path, config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tools = [tool("lookup", read_only=True)]
+    (tmp_path / "tools.json").write_text(json.dumps(tools), encoding="utf-8")
+    with http_server("fastmcp_server.py", str(tmp_path / "tools.json")) as url:
+        (tmp_path / "server.json").write_text(
+            json.dumps(server_json("io.github.team/live", url)), encoding="utf-8"
+        )
+        assert main(["import-registry", str(tmp_path / "server.json"), "--config", str(config)]) == 0
+        assert main(["poll", "--config", str(config)]) == 0, capsys.readouterr().err
+    assert "io.github.team-live" in capsys.readouterr().out

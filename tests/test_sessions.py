@@ -8,7 +8,8 @@ import pytest
 from sqlalchemy import select
 from support import read_only_flip, record_poll
 
-from monitor.config import ServerConfig, WebhookConfig
+from monitor.config import ServerConfig
+from monitor.config.webhooks import WebhookConfig
 from monitor.core.findings import Severity
 from monitor.core.fingerprint import fingerprint
 from monitor.notify.alerts import Alerting

@@ -17,7 +17,8 @@ from sqlalchemy import Engine, select
 from support import cli, read_only_flip, record_poll, webhook_secret
 from support.web import AUTH, hold_session, session_value, web_client
 
-from monitor.config import ServerConfig, WebhookConfig
+from monitor.config import ServerConfig
+from monitor.config.webhooks import WebhookConfig
 from monitor.core.findings import Severity
 from monitor.notify.alerts import Alerting
 from monitor.silences import service as silences

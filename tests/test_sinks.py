@@ -15,12 +15,14 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 from support.sinks import Alertmanager, PagerDuty
 
-from monitor.config import ConfigError, PagerDutyWebhookConfig, ServerConfig, WebhookConfig, load_config
+from monitor.config import ConfigError, ServerConfig, load_config
+from monitor.config.webhooks import AlertmanagerWebhookConfig, PagerDutyWebhookConfig, WebhookConfig
 from monitor.notify.alerts import Alerting
 from monitor.notify.delivery import Deliverer
 from monitor.notify.handling import acknowledge
 from monitor.notify.repost import repost_open_alerts
 from monitor.store import Store
+from monitor.store.installation import alert_keys
 from monitor.store.models import Alert, DeliveryAttempt, WebhookDelivery
 from monitor.store.registration import sync_servers
 
@@ -69,7 +71,7 @@ def repost(session: Session, flip: Flip) -> int:
 
 async def test_alertmanager_gets_one_alert_reposted_while_open_and_ended_on_resolve(engine: Engine) -> None:
     with Alertmanager() as alertmanager:
-        flip = Flip(engine, [WebhookConfig(name="am", url=alertmanager.url, format="alertmanager")])
+        flip = Flip(engine, [AlertmanagerWebhookConfig(name="am", url=alertmanager.url)])
         flip.poll(read_only=True)
         flip.poll(read_only=False)
         await flip.deliver()
@@ -91,12 +93,14 @@ async def test_alertmanager_gets_one_alert_reposted_while_open_and_ended_on_reso
         with Session(engine) as session, session.begin():
             assert repost(session, flip) == 0, "one pending re-post at most"
         await flip.deliver()
-        assert len(alertmanager.alerts) == 1 and only.posts == 2, "re-posted: the same alert, kept firing"
+        (only,) = alertmanager.alerts.values()
+        assert only.posts == 2, "re-posted: the same alert, kept firing"
 
         flip.poll(read_only=True)  # the fix
         await flip.deliver()
         assert alertmanager.rejected == []
-        assert len(alertmanager.alerts) == 1 and only.posts == 3
+        (only,) = alertmanager.alerts.values()
+        assert only.posts == 3
         assert only.explicit_end and only.resolved(datetime.now(UTC))
         assert only.starts_at < only.ends_at
         with Session(engine) as session, session.begin():
@@ -122,7 +126,9 @@ async def test_pagerduty_trigger_acknowledge_resolve_with_one_dedup_key(
 
         assert pagerduty.rejected == []
         assert [event.action for event in pagerduty.events] == ["trigger", "acknowledge", "resolve"]
-        assert {event.dedup_key for event in pagerduty.events} == {str(alert.id)}
+        with Session(engine) as session:
+            key = alert_keys(session).key(alert.id)
+        assert {event.dedup_key for event in pagerduty.events} == {key}
         assert {event.routing_key for event in pagerduty.events} == {ROUTING_KEY}
         trigger = pagerduty.events[0].body["payload"]
         assert trigger["severity"] == "critical" and trigger["source"] == "docs"
@@ -167,9 +173,11 @@ def test_pagerduty_severities(severity: str, expected: str) -> None:
         "message": "m",
         "opened_at": "2026-01-01T00:00:00Z",
         "url": "http://x/alerts/7",
+        "key": "9d3c0f1e-5a7b-4c2d-8e6f-0a1b2c3d4e5f:7",
     }
-    event = PagerDuty.body({"type": "alert.opened", "alert": alert, "findings": []})
-    assert event["payload"]["severity"] == expected and event["dedup_key"] == "7"
+    webhook = PagerDutyWebhookConfig(name="pd", routing_key_env=ROUTING_ENV)
+    event = PagerDuty.body({"type": "alert.opened", "alert": alert, "findings": []}, webhook)
+    assert event["payload"]["severity"] == expected and event["dedup_key"] == alert["key"]
     assert json.dumps(event)
 
 

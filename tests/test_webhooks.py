@@ -20,7 +20,7 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session, sessionmaker
 from support import Process, Receiver, Reply, webhook_secret
 
-from monitor.config import WebhookConfig
+from monitor.config.webhooks import WebhookConfig
 from monitor.notify.delivery import Deliverer
 from monitor.notify.outbox import backoff_delay, enqueue, parse_retry_after, wake_after_commit
 from monitor.notify.signing import sign, signing_key
@@ -217,7 +217,7 @@ async def test_deliveries_expire(engine: Engine, receiver: Receiver, secret: str
     (short,) = add(engine, webhook, expires_after=timedelta(minutes=1))
     deliverer = Deliverer(engine, [webhook])
 
-    assert await deliverer.deliver_due() == 1, "the stale one is expired, not sent"
+    assert await deliverer.deliver_due() == 2, "one sent, and the stale one expired, not sent"
     assert delivery(engine, stale).state == "expired" and attempts(engine, stale) == []
     row = delivery(engine, short)
     assert (row.state, row.attempts, row.last_error) == ("expired", 1, "HTTP 503"), (
@@ -347,7 +347,8 @@ def test_slack_format_is_escaped_plain_text() -> None:
         },
         "findings": [],
     }
-    message = SlackWebhook.body(payload)
+    webhook = WebhookConfig(name="s", url="http://127.0.0.1/", format="slack")
+    message = SlackWebhook.body(payload, webhook)
     assert set(message) == {"text", "blocks"}
     assert message["text"].startswith("[CRITICAL] read-only-revoked opened on docs / &lt;!channel&gt; &amp; ")
     texts = [message["text"], message["blocks"][0]["text"]["text"]]
@@ -355,7 +356,7 @@ def test_slack_format_is_escaped_plain_text() -> None:
         assert "<!channel>" not in text and "<@U123>" not in text and "<https://" not in text
         assert "\u202e" not in text and "&lt;U+202E&gt;" in text
     assert message["blocks"][1]["elements"][0]["text"] == "<http://127.0.0.1:8000/alerts/7|Alert 7>"
-    body = render(WebhookConfig(name="s", url="http://127.0.0.1/", format="slack"), payload)
+    body = render(webhook, payload)
     assert body.isascii() and json.loads(body) == message
 
 
@@ -363,7 +364,7 @@ SCRIPT = """
 import asyncio, sys
 from datetime import UTC, datetime
 from sqlalchemy.orm import Session, sessionmaker
-from monitor.config import WebhookConfig
+from monitor.config.webhooks import WebhookConfig
 from monitor.store import make_engine
 from monitor.notify.delivery import Deliverer
 from monitor.notify.outbox import enqueue

@@ -17,6 +17,7 @@ from monitor.cli.common import (
     wants_colour,
 )
 from monitor.cli.report import Progress, write_alert_report, write_poll_report
+from monitor.core.text import make_visible
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -82,12 +83,14 @@ def _run_poll(args: argparse.Namespace) -> int:
     from monitor.store import queries
 
     config = load(args)
-    if not config.servers:
-        raise CommandError(f"{config.source}: no servers configured")
     store = open_store(config)
     poller = Poller(store, config)
     try:
         jobs = poller.jobs(args.names)
+        for line in poller.skipped:  # the rest is polled: say what was not, and exit 3
+            print(f"drift-monitor: warning: {make_visible(line)}", file=sys.stderr)
+        if not jobs and not poller.skipped:
+            raise CommandError(f"{config.source}: no servers configured or registered")
         progress = Progress(len(jobs), sys.stderr)
         outcomes = asyncio.run(poller.poll(jobs, on_outcome=progress.step))
         progress.done()
@@ -99,7 +102,8 @@ def _run_poll(args: argparse.Namespace) -> int:
     colour = wants_colour(sys.stdout)
     write_poll_report(outcomes, sys.stdout, colour=colour)
     write_alert_report(unresolved, sys.stdout, colour=colour)
-    return EXIT_POLL_FAILED if any(not outcome.ok for outcome in outcomes) else EXIT_OK
+    failed = poller.skipped or any(not outcome.ok for outcome in outcomes)
+    return EXIT_POLL_FAILED if failed else EXIT_OK
 
 
 def _prune_age(value: str) -> float:

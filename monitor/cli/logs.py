@@ -18,6 +18,8 @@ from typing import Any
 
 CHATTY = ("apscheduler", "uvicorn.access", "alembic")
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName"}
+_LEFT_OUT = {"color_message"}
+"""Extras no log shipper wants: uvicorn's copy of its message with ANSI colour codes."""
 
 
 class JsonFormatter(logging.Formatter):
@@ -28,7 +30,13 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")})
+        entry.update(
+            {
+                k: v
+                for k, v in vars(record).items()
+                if k not in _STANDARD and k not in _LEFT_OUT and not k.startswith("_")
+            }
+        )
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str, ensure_ascii=False)

@@ -55,6 +55,8 @@ def _run_import(args: argparse.Namespace) -> int:
     entries = read_registry(servers)
     for name, reason in entries.errors.items():
         print(f"drift-monitor: {make_visible(name)}: skipped: {make_visible(reason)}", file=sys.stderr)
+    for name, note in entries.notes.items():
+        print(f"drift-monitor: {make_visible(name)}: {make_visible(note)}", file=sys.stderr)
     if args.toml:
         sys.stdout.write("\n".join([*(remote_toml(r) for r in entries.remotes), *entries.packages_toml]))
         return EXIT_OK
@@ -101,9 +103,13 @@ def _register(config: Any, remotes: list[RegistryRemote]) -> int:
                     headers=headers,
                     now=datetime.now(UTC),
                 )
-            print(
-                f"{remote.name}: {'registered' if added else 'already registered'} ({remote.transport} {url})"
+            filled = (
+                f"; {', '.join(dict.fromkeys(remote.variables))} from the environment"
+                if remote.variables
+                else ""
             )
+            state = "registered" if added else "already registered"
+            print(f"{remote.name}: {state} ({remote.transport} {make_visible(url)}){filled}")
     finally:
         store.engine.dispose()
     return skipped

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, ParamSpec
 
+from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.collect.client import FetchedListing, Limits, PollError, Target, fetch_listing
@@ -26,16 +27,17 @@ from monitor.collect.client.clients import HttpClients
 from monitor.collect.guard import guard_listing, refusal_message
 from monitor.collect.observe import observe_poll
 from monitor.collect.recorder import GroupCommit
-from monitor.collect.targets import limits_for, target_for
-from monitor.config import Config
+from monitor.collect.targets import api_target, limits_for, resolve_targets
+from monitor.config import Config, ConfigError
 from monitor.core.clients import ClientProfile
 from monitor.core.findings import Finding
 from monitor.core.fingerprint import META_KEY, CanonicalListing, NotIJSONError
 from monitor.core.listing import ListingError, duplicated_tools, validate_tools
 from monitor.core.rules.listings import duplicate_tool_names
-from monitor.core.states import PollErrorKind
+from monitor.core.states import PollErrorKind, ServerOrigin
 from monitor.store import PollOutcome, Store
 from monitor.store.digests import current_digests
+from monitor.store.models import Server
 from monitor.store.polled import CacheHints, SuccessfulPoll
 from monitor.store.registration import sync_servers
 from monitor.store.views import View
@@ -60,6 +62,8 @@ class Poller:
         self.config = config
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drift-monitor-store")
         self.batches = GroupCommit(store, self.writer)
+        self.skipped: list[str] = []
+        """Why each config server the last `jobs` left out could not be polled."""
         self.clients: HttpClients | None = None
         """Kept HTTP clients (a long-running `serve` sets them); None: each poll makes its own."""
         self.indexed: dict[int, tuple[bytes, str]] = {}
@@ -77,15 +81,33 @@ class Poller:
             self.indexed.setdefault(server_id, known)
 
     def jobs(self, names: Sequence[str] = ()) -> list[Job]:
-        """Jobs for the named servers (default: all), registering them; unknown names are errors."""
-        servers = [self.config.server(name) for name in names] if names else self.config.servers
-        targets = [target_for(self.config, server) for server in servers]
+        """Jobs for the named servers (default: all: the config's, and those registered over the API or
+        from the MCP Registry), registering the config's; unknown names are errors. A config server
+        that cannot be resolved is registered but not polled: its reason is in `skipped`."""
+        configured = {server.name: server for server in self.config.servers}
+        with self.store.sessions() as session:
+            query = select(Server).where(Server.origin == ServerOrigin.API).order_by(Server.name)
+            registered = {row.name: (row.id, api_target(row)) for row in session.scalars(query)}
+        unknown = [name for name in names if name not in configured and name not in registered]
+        if unknown:
+            raise ConfigError(f"{self.config.source}: no server named {unknown[0]!r}")
+        wanted = set(names) if names else set(configured) | set(registered)
+        servers = [server for name, server in configured.items() if name in wanted]
+        targets, self.skipped = resolve_targets(self.config, servers)
         ids = sync_servers(self.store, servers, datetime.now(UTC))
-        self.recall(ids.values())
-        return [
-            Job(ids[server.name], target, limits_for(self.config.monitor, server))
-            for server, target in zip(servers, targets, strict=True)
+        jobs = [
+            Job(ids[server.name], targets[server.name], limits_for(self.config.monitor, server))
+            for server in servers
+            if server.name in targets
         ]
+        limits = limits_for(self.config.monitor)
+        jobs += [
+            Job(server_id, target, limits)
+            for name, (server_id, target) in registered.items()
+            if name in wanted and name not in configured and target is not None
+        ]
+        self.recall([job.server_id for job in jobs])
+        return jobs
 
     async def poll(self, jobs: Sequence[Job], on_outcome: OnOutcome | None = None) -> list[PollOutcome]:
         """Poll every job once, at most `poll_concurrency` at a time; outcomes in job order."""

@@ -21,7 +21,7 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlalchemy import and_, case, not_, or_, select, update
@@ -31,10 +31,8 @@ from sqlalchemy.orm import Session
 from monitor.collect.client import Target
 from monitor.collect.client.clients import HttpClients
 from monitor.collect.poller import Job, Poller
-from monitor.collect.targets import limits_for, target_for
+from monitor.collect.targets import api_target, limits_for, resolve_targets
 from monitor.config import Config, ServerConfig
-from monitor.core.clients import stored_profiles
-from monitor.core.states import ServerOrigin
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Server
 from monitor.store.polled import RecordedPoll
@@ -142,7 +140,11 @@ class Scheduler:
                 row.interval_seconds = server.interval
                 if row.next_poll_at is None:
                     row.next_poll_at = now + timedelta(seconds=random.uniform(0, server.interval or default))  # noqa: S311
-        self.targets = {ids[server.name]: target_for(self.config, server) for server in self.config.servers}
+        targets, skipped = resolve_targets(self.config, self.config.servers)
+        for line in skipped:  # registered all the same: its history stays, decisions see it age
+            log.warning("%s", line, extra={"event": "server.skipped"})
+        self.config.skipped += [line for line in skipped if line not in self.config.skipped]
+        self.targets = {ids[name]: target for name, target in targets.items()}
         self.poller.recall()  # every server's: this instance may poll those registered over the API too
 
     def start(self) -> None:
@@ -246,20 +248,7 @@ class Scheduler:
     def _api_target(self, server_id: int) -> Target | None:
         with self.store.sessions() as session:
             server = session.get(Server, server_id)
-            if server is None or server.origin != ServerOrigin.API or not server.url:
-                return None
-            transport: Literal["http", "sse"] = "sse" if server.transport == "sse" else "http"
-            era: Literal["handshake", "modern"] = "modern" if server.era == "modern" else "handshake"
-            profiles = stored_profiles(server.client)
-            return Target(
-                name=server.name,
-                transport=transport,
-                url=server.url,
-                headers=server.headers or {},
-                era=era,
-                client=profiles[0],
-                views=tuple(profiles[1:]),
-            )
+            return None if server is None else api_target(server)
 
     def poll_soon(self, server_id: int, **marks: datetime) -> bool:
         """Re-poll a server soon (a list-changed notification came), storing `marks` on its row; any thread.

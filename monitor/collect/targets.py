@@ -8,11 +8,16 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Literal
 
 from monitor.collect.client import Limits, Target
 from monitor.config import Config, ConfigError, MonitorSettings, ServerConfig
+from monitor.core.clients import stored_profiles
+from monitor.core.hostconfigs import parse_dotenv
 from monitor.core.states import ServerOrigin
+from monitor.store.models import Server
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 """`${VAR}`, or `${VAR:-default}` (the default when VAR is unset or empty, as in a shell)."""
@@ -51,6 +56,17 @@ def target_for(config: Config, server: ServerConfig, environ: Mapping[str, str] 
     url = expand(server.url, "url") if server.url else None
     if url is not None and not re.match(r"^https?://", url):
         raise ConfigError(f"{where}: url: must start with http:// or https:// once expanded")
+    variables: dict[str, str] = {}
+    if server.env_file:
+        path = expand(server.env_file, "env_file")
+        try:
+            variables = parse_dotenv(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"{where}: env_file: cannot read {path!r}: {exc.strerror or exc}") from None
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ConfigError(f"{where}: env_file {path!r}: {exc}") from None
+        expanded.extend(value for value in variables.values() if value)  # secrets, like expanded ones
+    variables.update({key: expand(value, f"env.{key}") for key, value in server.env.items()})
     return Target(
         name=server.name,
         transport=server.transport,
@@ -58,7 +74,7 @@ def target_for(config: Config, server: ServerConfig, environ: Mapping[str, str] 
         headers={key: expand(value, f"headers.{key}") for key, value in server.headers.items()},
         command=server.command,
         args=tuple(expand(arg, "args") for arg in server.args),
-        env={key: expand(value, f"env.{key}") for key, value in server.env.items()} or None,
+        env=variables or None,
         cwd=server.cwd,
         era=server.era,
         sse_fallback=server.sse_fallback,
@@ -66,4 +82,39 @@ def target_for(config: Config, server: ServerConfig, environ: Mapping[str, str] 
         origin=ServerOrigin.CONFIG,
         client=server.client[0],
         views=tuple(server.client[1:]),
+    )
+
+
+def resolve_targets(
+    config: Config, servers: Iterable[ServerConfig], environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, Target], list[str]]:
+    """The poll target of each server that can be resolved, by name, and one line for each that cannot
+    (an unset variable, an unreadable env_file, a URL that is none once expanded): that server is
+    skipped, everything else is monitored."""
+    targets: dict[str, Target] = {}
+    skipped: list[str] = []
+    for server in servers:
+        try:
+            targets[server.name] = target_for(config, server, environ)
+        except ConfigError as exc:
+            skipped.append(f"{exc}; not polled")
+    return targets, skipped
+
+
+def api_target(server: Server) -> Target | None:
+    """The poll target of a server registered over the API or from the MCP Registry (its row holds
+    all it needs); None for any other."""
+    if server.origin != ServerOrigin.API or not server.url:
+        return None
+    transport: Literal["http", "sse"] = "sse" if server.transport == "sse" else "http"
+    era: Literal["handshake", "modern"] = "modern" if server.era == "modern" else "handshake"
+    profiles = stored_profiles(server.client)
+    return Target(
+        name=server.name,
+        transport=transport,
+        url=server.url,
+        headers=server.headers or {},
+        era=era,
+        client=profiles[0],
+        views=tuple(profiles[1:]),
     )

@@ -6,17 +6,22 @@ reason the entry cannot be imported, so one bad entry never costs the others. Th
 - Claude Desktop, Claude Code, Cursor, Windsurf, Gemini CLI: `{"mcpServers": {name: entry}}`;
 - VS Code (`.vscode/mcp.json`): `{"inputs": [...], "servers": {name: entry}}`.
 
-An entry is stdio (`command`, `args`, `env`, `cwd`) or remote: `url` with `type` ("http",
+Files are read as JSONC, as VS Code writes them (`//` and `/* */` comments, trailing commas); strict
+JSON is a subset. An entry is stdio (`command`, `args`, `env`, `envFile`, `cwd`; a relative `cwd` or
+`envFile` is taken from the imported file's folder) or remote: `url` with `type` ("http",
 "streamable-http", "sse") or without it (Streamable HTTP, falling back to SSE as hosts do),
 Windsurf's `serverUrl` (the same), Gemini's `httpUrl` (Streamable HTTP). `disabled: true` skips
 an entry. Variables are rewritten into the monitor's `${VAR}` form, expanded only when the server
 is polled: `${env:X}` -> `${X}`, VS Code's `${input:id}` -> `${DRIFT_MONITOR_INPUT_ID}` (the monitor
 cannot prompt, so the value comes from that environment variable), `${X:-default}` kept as is;
-`${workspaceFolder}` and `${userHome}` are filled in at once (they are not secrets).
+`${workspaceFolder}` and `${userHome}` are filled in at once (they are not secrets). Gemini CLI
+also expands a bare `$VAR` in its settings, so its files have that form rewritten too.
 """
 
 from __future__ import annotations
 
+import json
+import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,6 +31,21 @@ SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _VARIABLE = re.compile(r"\$\{([^}]*)\}")
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?$")
 _REMOTE_TYPES = {"http": "http", "streamable-http": "http", "streamablehttp": "http", "sse": "sse"}
+_BARE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+_JSONC = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?\*/|,(?=\s*(?:/[/*][^\n]*\s*)*[}\]])', re.DOTALL)
+
+
+def jsonc_loads(text: str) -> Any:
+    """JSON with comments and trailing commas (VS Code's JSONC), parsed; `json.JSONDecodeError` as
+    `json.loads` raises it, at the same line and column (comments become blanks)."""
+
+    def blank(match: re.Match[str]) -> str:
+        found = match.group(0)
+        if found.startswith('"'):
+            return found
+        return re.sub(r"[^\n]", " ", found)
+
+    return json.loads(_JSONC.sub(blank, text))
 
 
 @dataclass
@@ -42,11 +62,15 @@ def input_variable(input_id: str) -> str:
     return "DRIFT_MONITOR_INPUT_" + re.sub(r"[^A-Za-z0-9]", "_", input_id).upper()
 
 
-def read_host_config(data: Any, *, workspace: str, home: str) -> HostEntries:
+def read_host_config(
+    data: Any, *, workspace: str, home: str, folder: str | None = None, bare_variables: bool = False
+) -> HostEntries:
     """The servers of a host's config file (already parsed JSON).
 
-    Raises ValueError when the file holds no server map at all; problems with single entries are
-    reported in `HostEntries.errors` by name.
+    `folder` is the file's own folder, which a relative `cwd` or `envFile` is taken from (default:
+    `workspace`); `bare_variables` reads `$VAR` as `${VAR}` (Gemini CLI's settings). Raises
+    ValueError when the file holds no server map at all; problems with single entries are reported
+    in `HostEntries.errors` by name.
     """
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
@@ -61,7 +85,10 @@ def read_host_config(data: Any, *, workspace: str, home: str) -> HostEntries:
             continue
         try:
             fields = _entry(name, entry)
-            found.servers[name] = _rewrite(fields, inputs, workspace=workspace, home=home)
+            if bare_variables:
+                fields = _strings_map(fields, lambda text: _BARE.sub(r"${\1}", text))
+            fields = _rewrite(fields, inputs, workspace=workspace, home=home)
+            found.servers[name] = _relative_to(fields, folder or workspace)
         except ValueError as exc:
             found.errors[name] = str(exc)
     return found
@@ -107,8 +134,36 @@ def _entry(name: str, entry: Any) -> dict[str, Any]:
         fields["args"] = list(args)
     if "env" in entry:
         fields["env"] = _strings(entry["env"], "env")
-    if isinstance(entry.get("cwd"), str):
-        fields["cwd"] = entry["cwd"]
+    for key, field_name in (("cwd", "cwd"), ("envFile", "env_file")):
+        if key in entry:
+            if not isinstance(entry[key], str) or not entry[key]:
+                raise ValueError(f"{key}: must be a path")
+            fields[field_name] = entry[key]
+    return fields
+
+
+def _strings_map(fields: dict[str, Any], change: Any) -> dict[str, Any]:
+    """`fields` with `change` applied to every string in it (values of lists and maps included)."""
+    result: dict[str, Any] = {}
+    for key, value in fields.items():
+        if isinstance(value, str):
+            result[key] = change(value)
+        elif isinstance(value, list):
+            result[key] = [change(item) if isinstance(item, str) else item for item in value]
+        elif isinstance(value, dict):
+            result[key] = {k: change(v) if isinstance(v, str) else v for k, v in value.items()}
+        else:
+            result[key] = value
+    return result
+
+
+def _relative_to(fields: dict[str, Any], folder: str) -> dict[str, Any]:
+    """A relative `cwd` or `env_file` made absolute from the imported file's folder (not from wherever
+    the monitor runs); one that starts with a variable is left for the poll to expand."""
+    for key in ("cwd", "env_file"):
+        value = fields.get(key)
+        if isinstance(value, str) and not value.startswith(("/", "${", "~")):
+            fields[key] = posixpath.normpath(posixpath.join(folder, value))
     return fields
 
 
@@ -152,7 +207,7 @@ def _rewrite(fields: dict[str, Any], inputs: set[str], *, workspace: str, home: 
         return _VARIABLE.sub(replace, text)
 
     result = dict(fields)
-    for key in ("url", "command", "cwd"):
+    for key in ("url", "command", "cwd", "env_file"):
         if isinstance(result.get(key), str):
             result[key] = one(result[key], key)
     if "args" in result:
@@ -161,3 +216,27 @@ def _rewrite(fields: dict[str, Any], inputs: set[str], *, workspace: str, home: 
         if key in result:
             result[key] = {name: one(value, f"{key}.{name}") for name, value in result[key].items()}
     return result
+
+
+_DOTENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*(.*?)\s*$")
+
+
+def parse_dotenv(text: str) -> dict[str, str]:
+    """The variables of an `envFile` (dotenv: `KEY=value`, `export KEY=value`, `#` comments, values in
+    single quotes taken as written, in double quotes with `\\n` escapes); ValueError names a bad line."""
+    found: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = _DOTENV_LINE.match(line)
+        if match is None:
+            raise ValueError(f"line {number}: not KEY=value")
+        key, value = match.groups()
+        if len(value) >= 2 and value[0] == value[-1] == "'":
+            value = value[1:-1]
+        elif len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1].replace("\\n", "\n").replace('\\"', '"')
+        else:
+            value = re.split(r"\s+#", value, maxsplit=1)[0]
+        found[key] = value
+    return found

@@ -18,11 +18,15 @@ class AlertState(enum.StrEnum):
 
 
 class DeliveryState(enum.StrEnum):
-    """An outbox row: pending until a receiver answers 2xx (delivered) or its expiry passes (expired)."""
+    """An outbox row: pending until a receiver answers 2xx (delivered), refuses it for good with a 4xx
+    other than 408 and 429 (failed), or its expiry passes (expired); a re-post whose alerts have all
+    been resolved meanwhile is superseded, never sent."""
 
     PENDING = "pending"
     DELIVERED = "delivered"
+    FAILED = "failed"
     EXPIRED = "expired"
+    SUPERSEDED = "superseded"
 
 
 class PollErrorKind(enum.StrEnum):

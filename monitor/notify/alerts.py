@@ -19,7 +19,8 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from monitor.config import Config, WebhookConfig
+from monitor.config import Config
+from monitor.config.webhooks import WebhookConfig
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.rules import CATALOG, TOOL_RULES, Check
 from monitor.core.states import AlertEvent, AlertState
@@ -30,6 +31,7 @@ from monitor.notify.sinks import hears
 from monitor.silences import service as silences
 from monitor.store.db import insert
 from monitor.store.flapping import settled_changes
+from monitor.store.installation import alert_keys
 from monitor.store.models import (
     Alert,
     AlertFinding,
@@ -462,7 +464,7 @@ def announce(
         .order_by(FindingRecord.id)
         .limit(MAX_FINDINGS)
     ).all()
-    payload = alert_payload(event_type, alert, server, findings, policy.base_url)
+    payload = alert_payload(event_type, alert, server, findings, policy.base_url, alert_keys(session))
     for webhook in targets:
         enqueue(session, webhook, payload, alert_id=alert.id, now=now, expires_after=policy.delivery_expiry)
     if policy.on_enqueue is not None:

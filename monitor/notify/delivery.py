@@ -17,15 +17,18 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import httpx
-from sqlalchemy import Engine, and_, or_, select
-from sqlalchemy.orm import sessionmaker
+from sqlalchemy import ColumnElement, Engine, and_, case, or_, select
+from sqlalchemy.orm import Session, aliased, sessionmaker
 
-from monitor.config import Config, WebhookConfig
-from monitor.core.states import DeliveryState
+from monitor.config import Config
+from monitor.config.webhooks import WebhookConfig
+from monitor.core.states import AlertEvent, AlertState, DeliveryState
+from monitor.core.text import make_visible
 from monitor.metrics import DELIVERIES
 from monitor.notify.outbox import backoff_delay, parse_retry_after
 from monitor.notify.sinks import sink_for
-from monitor.store.models import DeliveryAttempt, WebhookDelivery
+from monitor.notify.sinks.base import clip
+from monitor.store.models import Alert, DeliveryAttempt, WebhookDelivery
 
 if TYPE_CHECKING:
     import anyio
@@ -53,6 +56,12 @@ class _Result:
     @property
     def ok(self) -> bool:
         return self.status is not None and 200 <= self.status < 300
+
+    @property
+    def refused(self) -> bool:
+        """A 4xx other than 408 (timeout) and 429 (too many requests): the receiver will refuse this
+        body however often it is sent (PagerDuty says not to retry its 400s)."""
+        return self.status is not None and 400 <= self.status < 500 and self.status not in (408, 429)
 
 
 class Deliverer:
@@ -102,11 +111,16 @@ class Deliverer:
             loop.call_soon_threadsafe(wake.set)
 
     async def deliver_due(self) -> int:
-        """One pass: attempt every due delivery (up to `concurrency`) and wait for the outcomes."""
+        """One pass: attempt every due delivery (up to `concurrency`) and wait for the outcomes.
+
+        Returns how many it attempted or settled without sending (expired, superseded): while that is
+        not 0, another pass may find deliveries those were holding back.
+        """
         async with self._transport() as transport:
-            claims = await asyncio.to_thread(self._claim, self.concurrency)
+            settled: list[int] = []
+            claims = await asyncio.to_thread(self._claim, self.concurrency, settled)
             await asyncio.gather(*(self._attempt(transport, claim) for claim in claims))
-        return len(claims)
+        return len(claims) + sum(settled)
 
     async def run(self, stop: anyio.Event | asyncio.Event) -> None:
         """Deliver until `stop` is set, then let in-flight sends finish (each is bounded by `timeout`).
@@ -155,8 +169,9 @@ class Deliverer:
         URL can be a secret (Slack's are)."""
         return httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=self.concurrency))
 
-    def _claim(self, limit: int) -> list[_Claim]:
-        """Lease up to `limit` due deliveries, and expire the pending ones past their expiry."""
+    def _claim(self, limit: int, settled: list[int] | None = None) -> list[_Claim]:
+        """Lease up to `limit` due deliveries in order (`_in_order`), and expire the pending ones past
+        their expiry; a re-post leaves out the alerts resolved since it was queued."""
         now = _utcnow()
         lease_free = or_(WebhookDelivery.lease_expires_at.is_(None), WebhookDelivery.lease_expires_at <= now)
         ours = WebhookDelivery.webhook.in_(list(self.sinks))
@@ -167,10 +182,11 @@ class Deliverer:
                     WebhookDelivery.state == DeliveryState.PENDING,
                     lease_free,
                     or_(
-                        WebhookDelivery.expires_at <= now, and_(ours, WebhookDelivery.next_attempt_at <= now)
+                        WebhookDelivery.expires_at <= now,
+                        and_(ours, WebhookDelivery.next_attempt_at <= now, _in_order(now)),
                     ),
                 )
-                .order_by(WebhookDelivery.next_attempt_at)
+                .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.created_at)
                 .limit(limit)
                 .with_for_update(skip_locked=True)
             ).all()
@@ -180,11 +196,35 @@ class Deliverer:
                     row.state = DeliveryState.EXPIRED
                     DELIVERIES.labels(row.webhook, "expired").inc()
                     log.warning("webhook %s: delivery %s expired undelivered", row.webhook, row.id)
+                elif row.event_type == AlertEvent.FIRING and not self._still_firing(session, row):
+                    pass
+                else:
+                    row.lease_owner = self.owner
+                    row.lease_expires_at = now + self.lease
+                    claims.append(_Claim(row.id, row.webhook, row.body))
                     continue
-                row.lease_owner = self.owner
-                row.lease_expires_at = now + self.lease
-                claims.append(_Claim(row.id, row.webhook, row.body))
+                if settled is not None:
+                    settled.append(1)
             return claims
+
+    def _still_firing(self, session: Session, row: WebhookDelivery) -> bool:
+        """Drop from a re-post the alerts resolved since it was queued: sent after their resolution,
+        they would fire again at the receiver. False when none is left (the re-post is superseded)."""
+        sink = self.sinks[row.webhook]
+        carried = sink.reposted_alerts(row.body)
+        resolved = set(
+            session.scalars(
+                select(Alert.id).where(Alert.id.in_(carried), Alert.state == AlertState.RESOLVED)
+            ).all()
+        )
+        if not resolved:
+            return True
+        if resolved >= set(carried):
+            row.state = DeliveryState.SUPERSEDED
+            log.debug("webhook %s: re-post %s superseded: its alerts were resolved", row.webhook, row.id)
+            return False
+        row.body = sink.without(row.body, resolved)
+        return True
 
     def _seconds_until_due(self) -> float:
         now = _utcnow()
@@ -195,6 +235,7 @@ class Deliverer:
                     WebhookDelivery.state == DeliveryState.PENDING,
                     WebhookDelivery.webhook.in_(list(self.sinks)),
                     or_(WebhookDelivery.lease_expires_at.is_(None), WebhookDelivery.lease_expires_at <= now),
+                    _in_order(now),  # one held back is due when what holds it back is settled
                 )
                 .order_by(WebhookDelivery.next_attempt_at)
                 .limit(1)
@@ -220,9 +261,14 @@ class Deliverer:
                 headers=headers,
                 extensions={"timeout": httpx.Timeout(self.timeout).as_dict()},
             )
+            words = ""
             async with asyncio.timeout(self.timeout):
                 response = await transport.handle_async_request(request)
-                await response.aclose()  # the body is not read: a receiver cannot make us buffer it
+                try:  # a refusal's first bytes say why; a receiver cannot make us buffer more
+                    if not 200 <= response.status_code < 300:
+                        words = await _first_words(response)
+                finally:
+                    await response.aclose()
             status = response.status_code
             if status in (429, 503):
                 retry_after = parse_retry_after(response.headers.get("retry-after"), _utcnow())
@@ -232,7 +278,7 @@ class Deliverer:
         except Exception as exc:
             error = _describe(exc, webhook.url)
         if status is not None and not 200 <= status < 300:
-            error = f"HTTP {status}"
+            error = f"HTTP {status}: {words}" if words else f"HTTP {status}"
         result = _Result(attempted_at, status, (time.perf_counter() - started) * 1000, error, retry_after)
         try:
             state, delay = await asyncio.to_thread(self._record, claim, result)
@@ -286,6 +332,8 @@ class Deliverer:
             if result.ok:
                 if row.state != DeliveryState.DELIVERED:
                     row.state, row.delivered_at, row.last_error = DeliveryState.DELIVERED, now, None
+            elif row.state == DeliveryState.PENDING and row.lease_owner == self.owner and result.refused:
+                row.state, row.last_error = DeliveryState.FAILED, result.error
             elif row.state == DeliveryState.PENDING and row.lease_owner == self.owner:
                 row.last_error = result.error
                 delay = backoff_delay(
@@ -305,6 +353,57 @@ class Deliverer:
             row = session.get(WebhookDelivery, delivery_id, with_for_update=True)
             if row is not None and row.lease_owner == self.owner:
                 row.lease_owner, row.lease_expires_at = None, None
+
+
+_RANKS = {AlertEvent.OPENED.value: 0, AlertEvent.ACKNOWLEDGED.value: 1, AlertEvent.RESOLVED.value: 2}
+"""The order of an alert's events."""
+
+
+def _in_order(now: datetime) -> ColumnElement[bool]:
+    """Whether a pending delivery may go now, keeping each alert's events in order per receiver.
+
+    An alert's events happen in one order (opened, acknowledged, resolved), so a delivery waits while
+    the same receiver still has an earlier event of the same alert pending (a failed `opened` is
+    retried before its `resolved` is sent, or the receiver would end up with the alert firing); and
+    while a re-post to that receiver is pending, since one queued before an alert was resolved would
+    otherwise reach the receiver after the resolution. Re-posts never wait: when one is claimed, the
+    alerts resolved since are left out of it (`Deliverer._still_firing`). A delivery past its expiry
+    holds nothing up.
+    """
+    earlier = aliased(WebhookDelivery)
+    mine = case(_RANKS, value=WebhookDelivery.event_type, else_=3)
+    theirs = case(_RANKS, value=earlier.event_type, else_=3)
+    waits = (
+        select(earlier.id)
+        .where(
+            earlier.webhook == WebhookDelivery.webhook,
+            earlier.state == DeliveryState.PENDING,
+            earlier.expires_at > now,
+            earlier.id != WebhookDelivery.id,
+            or_(
+                earlier.event_type == AlertEvent.FIRING.value,
+                and_(earlier.alert_id == WebhookDelivery.alert_id, theirs < mine),
+            ),
+        )
+        .exists()
+    )
+    return or_(WebhookDelivery.event_type == AlertEvent.FIRING.value, ~waits)
+
+
+WORDS_LIMIT = 2048
+"""Bytes of a refusal's body kept as its reason."""
+
+
+async def _first_words(response: httpx.Response) -> str:
+    """What a receiver said with its refusal: the first `WORDS_LIMIT` bytes of the body, as one line
+    of visible text (a receiver's body is not trusted: no control characters reach a log line)."""
+    read = b""
+    async for chunk in response.stream:  # type: ignore[union-attr]
+        read += chunk
+        if len(read) >= WORDS_LIMIT:
+            break
+    text = " ".join(read[:WORDS_LIMIT].decode("utf-8", "replace").split())
+    return clip(make_visible(text), 500)
 
 
 def _describe(exc: Exception, url: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from monitor.config import WebhookConfig
+from monitor.config.webhooks import WebhookConfig
 from monitor.core.states import DeliveryState
 from monitor.notify.sinks import render
 from monitor.store.models import WebhookDelivery

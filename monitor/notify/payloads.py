@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from monitor.core.states import AlertEvent
+from monitor.store.installation import AlertKeys
 from monitor.store.models import Alert, FindingRecord
 from monitor.store.records import AlertRecord, FindingFields
 
@@ -18,12 +19,17 @@ MAX_FINDINGS = 100
 
 
 def alert_payload(
-    event_type: AlertEvent, alert: Alert, server: str, findings: Sequence[FindingRecord], base_url: str
+    event_type: AlertEvent,
+    alert: Alert,
+    server: str,
+    findings: Sequence[FindingRecord],
+    base_url: str,
+    keys: AlertKeys,
 ) -> dict[str, Any]:
-    """The body of docs/contract.md section 9, from the alert's and its findings' records; `state`,
-    `session_id` and `resolved_at` are extras for receivers that route. `by` and `note` say who
-    acknowledged or resolved it and why (null for what the monitor did itself: opening, or
-    resolving when the condition cleared)."""
+    """The body of docs/contract.md section 9, from the alert's and its findings' records; `key` (the
+    alert's id scoped by the installation), `state`, `session_id` and `resolved_at` are extras for
+    receivers that route or deduplicate. `by` and `note` say who acknowledged or resolved it and why
+    (null for what the monitor did itself: opening, or resolving when the condition cleared)."""
     record = AlertRecord.of(alert, server=server, finding_count=len(findings))
     by, note = _actor(event_type, record)
     return {
@@ -32,6 +38,7 @@ def alert_payload(
         "note": note,
         "alert": {
             "id": record.id,
+            "key": keys.key(record.id),
             "rule": record.rule,
             "severity": record.severity.value,
             "state": record.state.value,

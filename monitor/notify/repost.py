@@ -20,6 +20,7 @@ from monitor.notify.alerts import Alerting
 from monitor.notify.outbox import enqueue, wake_after_commit
 from monitor.notify.payloads import alert_payload
 from monitor.notify.sinks import reposts_open_alerts
+from monitor.store.installation import alert_keys
 from monitor.store.models import Alert, Server, WebhookDelivery
 
 REPOST_EXPIRY = timedelta(minutes=1)
@@ -57,8 +58,10 @@ def repost_open_alerts(session: Session, policy: Alerting, now: datetime) -> int
         ).all()
         if not rows:
             continue
+        keys = alert_keys(session)
         events = [
-            alert_payload(AlertEvent.OPENED, alert, server, [], policy.base_url) for alert, server in rows
+            alert_payload(AlertEvent.OPENED, alert, server, [], policy.base_url, keys)
+            for alert, server in rows
         ]
         payload = {"type": AlertEvent.FIRING.value, "alerts": events}
         enqueue(session, webhook, payload, alert_id=None, now=now, expires_after=REPOST_EXPIRY)

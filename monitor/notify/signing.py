@@ -9,7 +9,7 @@ import hmac
 import logging
 import os
 
-from monitor.config import WebhookConfig
+from monitor.config.webhooks import WebhookConfig
 
 log = logging.getLogger(__name__)
 

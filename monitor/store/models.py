@@ -420,3 +420,15 @@ class DecisionNames(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     generation: Mapped[int] = mapped_column(BigInteger)
+
+
+class Installation(Base):
+    """This database's identity, made once (migration 0019) and kept: receivers several monitors share
+    (one PagerDuty service) tell their alerts apart by it."""
+
+    __tablename__ = "installation"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    created_at: Mapped[datetime]
+    first_keyed_alert: Mapped[int] = mapped_column(BigInteger)
+    """Alerts numbered below this were announced before 0019, under their bare id: they keep it."""

@@ -27,7 +27,8 @@ def prune_poll_attempts(
     """Delete the attempt records from before `older_than`, `batch_size` rows per transaction.
 
     Trims `poll_attempts` (successes and failures) that started before the cutoff, and webhook
-    deliveries that finished before it (`delivered` then, or `expired` by then) together with their
+    deliveries that finished before it (`delivered` then, `expired` by then, or `failed` or
+    `superseded` and made before it) together with their
     `delivery_attempts`. Pending deliveries are never touched, nor are servers, snapshots, findings,
     listings, tool definitions, alerts or host sessions: the history stays whole. The compact
     marks of unchanged polls (`poll_marks`) are a ring of `attempts_kept` per server, rewritten in
@@ -46,6 +47,10 @@ def prune_poll_attempts(
     delivery_is_done = or_(
         and_(WebhookDelivery.state == DeliveryState.DELIVERED, WebhookDelivery.delivered_at < older_than),
         and_(WebhookDelivery.state == DeliveryState.EXPIRED, WebhookDelivery.expires_at < older_than),
+        and_(
+            WebhookDelivery.state.in_([DeliveryState.FAILED, DeliveryState.SUPERSEDED]),
+            WebhookDelivery.created_at < older_than,
+        ),
     )
     if dry_run:
         done_ids = select(WebhookDelivery.id).where(delivery_is_done)

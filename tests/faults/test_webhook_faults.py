@@ -18,7 +18,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 from support import Receiver, Reply, Request, verify, webhook_secret
 
-from monitor.config import WebhookConfig
+from monitor.config.webhooks import WebhookConfig
 from monitor.notify.delivery import Deliverer
 from monitor.notify.outbox import enqueue, wake_after_commit
 from monitor.store.models import DeliveryAttempt, WebhookDelivery

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from monitor.config import WebhookConfig
+from monitor.config.webhooks import WebhookConfig
 from monitor.core.listing import ListingError, load_listing
 from monitor.notify.sinks import render
 

@@ -33,10 +33,11 @@ class Registry:
         start = int(query.get("cursor", ["0"])[0])
         limit = int(query.get("limit", [str(self.page_size)])[0])
         chunk = self.servers[start : start + limit]
-        items = [
-            {"server": server, "_meta": {OFFICIAL: {"status": "active", "isLatest": True}}}
-            for server in chunk
-        ]
+        items = []
+        for server in chunk:  # a test sets the registry's own metadata of an entry with `OFFICIAL`
+            official = {"status": "active", "isLatest": True, **server.get(OFFICIAL, {})}
+            entry = {key: value for key, value in server.items() if key != OFFICIAL}
+            items.append({"server": entry, "_meta": {OFFICIAL: official}})
         metadata: dict[str, Any] = {"count": len(items)}
         if start + limit < len(self.servers):
             metadata["nextCursor"] = str(start + limit)

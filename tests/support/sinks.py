@@ -1,14 +1,15 @@
 """Loopback receivers shaped like Alertmanager's API v2 and PagerDuty's Events API v2.
 
-Each checks a request the way the product does and answers as it does: Alertmanager
-`POST /api/v2/alerts` takes a JSON array of postable alerts (`labels` required and non-empty, valid
-label names, string values, RFC 3339 `startsAt`/`endsAt`, `startsAt` not after `endsAt`) and answers
-200 with an empty body, 400 otherwise; it keeps each alert by its label set, sets a missing `endsAt`
-to now + resolve_timeout, and counts the posts. PagerDuty `POST /v2/enqueue` takes one event
-(`routing_key` of 32 characters, `event_action` trigger/acknowledge/resolve, `dedup_key` up to 255
-characters, required for acknowledge and resolve; a trigger's `payload` with `summary` up to 1024
-characters, `source`, and `severity` critical/error/warning/info) and answers 202
-`{"status": "success", "message": "Event processed", "dedup_key": ...}`, or 400 `{"status":
+Each checks a request the way the product does and answers as it does: Alertmanager `POST
+/api/v2/alerts` takes a JSON array of postable alerts (`labels` required and non-empty, valid label
+names, string values, RFC 3339 `startsAt`/`endsAt`, `startsAt` not after `endsAt`) and answers 200
+with an empty body, 400 otherwise; it keeps each alert by its label set, sets a missing `endsAt` to
+now + resolve_timeout, merges a post into the alert it has by Alertmanager's own rule (only when
+their spans overlap; see `Alertmanager.handle`), and counts the posts. PagerDuty `POST /v2/enqueue`
+takes one event (`routing_key` of 32 characters, `event_action` trigger/acknowledge/resolve,
+`dedup_key` up to 255 characters, required for acknowledge and resolve; a trigger's `payload` with
+`summary` up to 1024 characters, `source`, and `severity` critical/error/warning/info) and answers
+202 `{"status": "success", "message": "Event processed", "dedup_key": ...}`, or 400 `{"status":
 "invalid event", "errors": [...]}`.
 """
 
@@ -106,6 +107,9 @@ class AlertmanagerAlert:
     def resolved(self, now: datetime) -> bool:
         return self.explicit_end and self.ends_at <= now
 
+    def firing(self, now: datetime) -> bool:
+        return self.ends_at > now
+
 
 class Alertmanager(_JsonReceiver):
     path = "/api/v2/alerts"
@@ -121,23 +125,45 @@ class Alertmanager(_JsonReceiver):
             self.rejected.append((document, errors))
             return 400, "; ".join(errors)
         self.posts += 1
+        now = datetime.now().astimezone()
         for item in document:
             key = tuple(sorted(item["labels"].items()))
-            starts = _time(item.get("startsAt")) or datetime.now().astimezone()
             ends = _time(item.get("endsAt"))
+            starts = _time(item.get("startsAt")) or ends or now
+            posted = AlertmanagerAlert(
+                item["labels"],
+                item.get("annotations", {}),
+                starts,
+                ends if ends is not None else now + RESOLVE_TIMEOUT,
+                item.get("generatorURL"),
+                explicit_end=ends is not None,
+                posts=0,
+            )
             known = self.alerts.get(key)
-            if known is None:
-                known = self.alerts[key] = AlertmanagerAlert(
-                    item["labels"], item.get("annotations", {}), starts, starts, None, False, posts=0
-                )
-            known.posts += 1
-            known.bodies.append(item)
-            known.annotations = item.get("annotations", {})
-            known.generator_url = item.get("generatorURL")
-            known.starts_at = min(known.starts_at, starts)
-            known.explicit_end = ends is not None
-            known.ends_at = ends if ends is not None else datetime.now().astimezone() + RESOLVE_TIMEOUT
+            if known is not None:
+                posted.posts, posted.bodies = known.posts, known.bodies
+                # Alertmanager's provider merges a post into the alert it holds only when their spans
+                # overlap; otherwise the post replaces it (a firing post after a resolution fires again).
+                if known.starts_at < posted.ends_at < known.ends_at or (
+                    known.starts_at < posted.starts_at < known.ends_at
+                ):
+                    posted = _merged(known, posted, now)
+            posted.posts += 1
+            posted.bodies.append(item)
+            self.alerts[key] = posted
         return 200, None
+
+
+def _merged(old: AlertmanagerAlert, new: AlertmanagerAlert, now: datetime) -> AlertmanagerAlert:
+    """Alertmanager's `Alert.Merge` with the newer post: its fields, the earlier start, and the old end
+    when that is later and was stated (a resolution's, or an explicit end)."""
+    new.starts_at = min(old.starts_at, new.starts_at)
+    if new.ends_at <= now:
+        if old.ends_at <= now and old.ends_at > new.ends_at:
+            new.ends_at, new.explicit_end = old.ends_at, old.explicit_end
+    elif old.ends_at > new.ends_at and old.explicit_end:
+        new.ends_at, new.explicit_end = old.ends_at, True
+    return new
 
 
 def _alertmanager_errors(document: Any) -> list[str]:

@@ -7,6 +7,7 @@ a poll was doing when the failure came, and explains the failure by it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Literal
 
@@ -122,6 +123,12 @@ class Attempt:
                 PollErrorKind.CONNECT, f"HTTP connection to {where} failed during {stage}: {cause}"
             )
         if isinstance(cause, OSError | ValueError) and target.transport == "stdio" and stage == "connect":
+            if target.cwd is not None and isinstance(cause, OSError) and not os.path.isdir(target.cwd):
+                return PollError(  # the OS blames the command for a missing working folder
+                    PollErrorKind.CONNECT,
+                    f"cannot start server command {target.command!r}: "
+                    f"its working directory {target.cwd!r} does not exist",
+                )
             reason = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(cause)
             return PollError(
                 PollErrorKind.CONNECT, f"cannot start server command {target.command!r}: {reason}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from monitor.config import WebhookConfig
+from monitor.config.webhooks import WebhookConfig
 from monitor.core.states import AlertEvent
 from monitor.notify.sinks.alertmanager import Alertmanager
 from monitor.notify.sinks.base import Sink
@@ -30,7 +30,7 @@ def sink_for(webhook: WebhookConfig) -> Sink:
 
 def render(webhook: WebhookConfig, payload: Mapping[str, Any]) -> str:
     """The body text the webhook's sink receives for one alert event, as stored in the outbox."""
-    return SINKS[webhook.format].render(payload)
+    return SINKS[webhook.format].render(payload, webhook)
 
 
 def hears(webhook: WebhookConfig, event: AlertEvent) -> bool:

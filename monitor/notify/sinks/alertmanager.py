@@ -8,9 +8,11 @@ so open alerts are re-posted every minute (`monitor.notify.repost`), as Promethe
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
+from monitor.config.webhooks import AlertmanagerWebhookConfig, WebhookConfig
 from monitor.core.states import AlertEvent
 from monitor.notify.sinks.base import Sink, clip
 
@@ -19,18 +21,32 @@ SUMMARY_LIMIT = 1024
 
 class Alertmanager(Sink):
     format = "alertmanager"
+    settings = AlertmanagerWebhookConfig
     reposts_open_alerts = True
 
     @classmethod
-    def body(cls, payload: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """Postable alerts for one alert event, or for every alert of an `alerts.firing` re-post."""
+    def body(cls, payload: Mapping[str, Any], webhook: WebhookConfig) -> list[dict[str, Any]]:
+        """Postable alerts for one alert event, or for every alert of an `alerts.firing` re-post, each
+        with the webhook's static labels."""
+        assert isinstance(webhook, AlertmanagerWebhookConfig)
         events = payload["alerts"] if payload["type"] == AlertEvent.FIRING else [payload]
-        return [_postable(event) for event in events]
+        return [_postable(event, webhook.labels) for event in events]
+
+    @classmethod
+    def reposted_alerts(cls, stored: str) -> list[int]:
+        """The alert ids a stored re-post carries (its `alert_id` annotations)."""
+        return [int(item["annotations"]["alert_id"]) for item in json.loads(stored)]
+
+    @classmethod
+    def without(cls, stored: str, alert_ids: set[int]) -> str:
+        """The stored re-post without the alerts of `alert_ids`."""
+        kept = [item for item in json.loads(stored) if int(item["annotations"]["alert_id"]) not in alert_ids]
+        return json.dumps(kept, separators=(",", ":"))
 
 
-def _postable(event: Mapping[str, Any]) -> dict[str, Any]:
+def _postable(event: Mapping[str, Any], static: Mapping[str, str]) -> dict[str, Any]:
     alert = event["alert"]
-    labels = {"alertname": alert["rule"], "severity": alert["severity"], "server": alert["server"]}
+    labels = {**static, "alertname": alert["rule"], "severity": alert["severity"], "server": alert["server"]}
     if alert["tool"]:  # Alertmanager reads an empty label as an absent one; leave it out
         labels["tool"] = alert["tool"]
     if alert.get("session_id"):

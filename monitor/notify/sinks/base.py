@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from monitor.config import WebhookConfig
+from monitor.config.webhooks import WebhookConfig
 from monitor.core.ijson import json_safe
 from monitor.core.states import AlertEvent
 from monitor.notify.signing import key_from_env, sign
@@ -38,12 +38,13 @@ class Sink:
         self.signing_key = key_from_env(webhook)
 
     @classmethod
-    def body(cls, payload: Mapping[str, Any]) -> Any:
-        """The JSON this sink receives for one event (docs/contract.md section 9's body by default)."""
+    def body(cls, payload: Mapping[str, Any], webhook: WebhookConfig) -> Any:
+        """The JSON this sink receives for one event (docs/contract.md section 9's body by default),
+        with what the webhook's settings add (`webhook` is of the sink's `settings` class)."""
         return payload
 
     @classmethod
-    def render(cls, payload: Mapping[str, Any]) -> str:
+    def render(cls, payload: Mapping[str, Any], webhook: WebhookConfig) -> str:
         """The body text stored in the outbox.
 
         ASCII-only JSON: server text may hold lone surrogates that UTF-8 cannot encode, and escaping
@@ -51,7 +52,17 @@ class Sink:
         reject a bare `NaN`, so a non-finite number (only in data stored before listings were
         checked) is sent as its name in a string.
         """
-        return json.dumps(json_safe(cls.body(payload)), separators=(",", ":"), allow_nan=False)
+        return json.dumps(json_safe(cls.body(payload, webhook)), separators=(",", ":"), allow_nan=False)
+
+    @classmethod
+    def reposted_alerts(cls, stored: str) -> list[int]:
+        """For a sink that `reposts_open_alerts`: the alert ids a stored re-post carries."""
+        raise NotImplementedError(f"{cls.format} does not re-post open alerts")
+
+    @classmethod
+    def without(cls, stored: str, alert_ids: set[int]) -> str:
+        """For a sink that `reposts_open_alerts`: the stored re-post without those alerts."""
+        raise NotImplementedError(f"{cls.format} does not re-post open alerts")
 
     def content(self, stored: str) -> bytes:
         """The bytes sent for a stored body; raises `LookupError` when a secret it needs is not set."""

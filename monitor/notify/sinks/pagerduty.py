@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from monitor.config import PagerDutyWebhookConfig, WebhookConfig
+from monitor.config.webhooks import PagerDutyWebhookConfig, WebhookConfig
 from monitor.core.states import AlertEvent
 from monitor.notify.sinks.base import Sink, clip
 
@@ -37,12 +37,14 @@ class PagerDuty(Sink):
         self.routing_key = os.environ.get(webhook.routing_key_env, "")
 
     @classmethod
-    def body(cls, payload: Mapping[str, Any]) -> dict[str, Any]:
-        """An event without its `routing_key`: trigger (with the details), acknowledge or resolve."""
+    def body(cls, payload: Mapping[str, Any], webhook: WebhookConfig) -> dict[str, Any]:
+        """An event without its `routing_key`: trigger (with the details and the webhook's static
+        labels), acknowledge or resolve."""
+        assert isinstance(webhook, PagerDutyWebhookConfig)
         alert = payload["alert"]
         event: dict[str, Any] = {
             "event_action": ACTION[AlertEvent(payload["type"])],
-            "dedup_key": str(alert["id"]),  # docs/contract.md section 11: the alert id
+            "dedup_key": alert["key"],  # the alert id, scoped by the installation (docs/integrations.md)
         }
         if event["event_action"] != "trigger":
             return event
@@ -55,7 +57,7 @@ class PagerDuty(Sink):
             "component": alert["tool"] or alert["server"],
             "group": alert["server"],
             "class": alert["rule"],
-            "custom_details": {"alert": alert, "findings": payload.get("findings", [])},
+            "custom_details": {**webhook.labels, "alert": alert, "findings": payload.get("findings", [])},
         }
         event["client"] = "drift-monitor"
         event["client_url"] = alert["url"]

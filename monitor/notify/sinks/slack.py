@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from monitor.config.webhooks import WebhookConfig
 from monitor.core.states import AlertEvent
 from monitor.core.text import make_visible
 from monitor.notify.sinks.base import Sink, clip
@@ -14,7 +15,7 @@ class SlackWebhook(Sink):
     format = "slack"
 
     @classmethod
-    def body(cls, payload: Mapping[str, Any]) -> dict[str, Any]:
+    def body(cls, payload: Mapping[str, Any], webhook: WebhookConfig) -> dict[str, Any]:
         """Server-controlled text is made visible and escaped, so it cannot mention, link or hide."""
         alert = payload["alert"]
         verb = "resolved" if payload["type"] == AlertEvent.RESOLVED else "opened"

@@ -103,6 +103,17 @@ class DatabaseCollector:
         return [servers, alerts, open_alerts, pending, age, versions, *server_gauges(data.servers)]
 
 
+class SkippedServers(BaseModel):
+    skipped: list[str]
+    """One line per server entry the config names but the monitor does not poll (an imported entry it
+    cannot read, an unset variable, an unreadable env_file), saying which and why."""
+
+
+@router.get("/api/v1/config/skipped", summary="Configured servers that are not monitored, and why")
+def skipped_servers(web: Web) -> SkippedServers:
+    return SkippedServers(skipped=list(web.config.skipped))
+
+
 @router.get(
     "/metrics",
     summary="Prometheus text format",

@@ -55,6 +55,7 @@ def overview(
         nav="overview",
         refresh=auto_refresh(request),
         fleet_size=len(fleet),
+        skipped=web.config.skipped,
         servers=servers[(number - 1) * SERVERS_PER_PAGE : number * SERVERS_PER_PAGE],
         server_total=len(servers),
         page=number,

@@ -1,4 +1,5 @@
 """Settings and the server registry: the TOML config file, `DRIFT_MONITOR_*` variables, mcpServers JSON.
+The alert sinks' entries (`[[webhooks]]`) are `monitor.config.webhooks`.
 
 Environment variables win over the file, so a deployment can override what a shared file says.
 `${VAR}` in a server's url, headers, args or env is kept as written here and read from the
@@ -27,8 +28,9 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from monitor.config.webhooks import WEBHOOK_SETTINGS, WebhookConfig
 from monitor.core.clients import DEFAULT_PROFILE, ClientProfile, check_profiles
-from monitor.core.hostconfigs import read_host_config
+from monitor.core.hostconfigs import jsonc_loads, read_host_config
 from monitor.core.hosts import HostPolicy, check_host_entry
 from monitor.core.rules import Severity
 from monitor.core.states import ApprovalMode
@@ -37,7 +39,6 @@ from monitor.identity.roles import Role
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 M = TypeVar("M", bound=BaseModel)
-PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 
 
 class ConfigError(ValueError):
@@ -76,6 +77,9 @@ class ServerConfig(BaseModel):
     command: str | None = None
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    env_file: str | None = None
+    """For transport "stdio": a dotenv file read when the server is polled (`env` wins over it), as
+    VS Code's and Cursor's `envFile`."""
     cwd: str | None = None
     interval: Duration | None = None
     timeout: Duration | None = None
@@ -111,6 +115,8 @@ class ServerConfig(BaseModel):
             if self.url or self.headers:
                 raise ValueError('url, headers: not used by transport "stdio"')
         else:
+            if self.env_file:
+                raise ValueError(f'env_file: not used by transport "{self.transport}"')
             if not self.url:
                 raise ValueError(f'url: required for transport "{self.transport}"')
             if not re.match(r"^(https?://|\$\{)", self.url):  # a leading ${VAR} is checked once expanded
@@ -118,40 +124,6 @@ class ServerConfig(BaseModel):
             if self.command or self.args:
                 raise ValueError(f'command, args: not used by transport "{self.transport}"')
         return self
-
-
-class WebhookConfig(BaseModel):
-    """A `[[webhooks]]` entry: an alert sink. What each format sends is its sink module's
-    (`monitor.notify.sinks`); a format with settings of its own has its class in `WEBHOOK_SETTINGS`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1)
-    url: str
-    """Where to POST; for "alertmanager" its `/api/v2/alerts`."""
-    secret_env: str | None = None
-    min_severity: Severity = Severity.HIGH
-    format: Literal["standard", "slack", "alertmanager", "pagerduty"] = "standard"
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, url: str) -> str:
-        if not re.match(r"^https?://", url):
-            raise ValueError(f"must start with http:// or https:// (got {url!r})")
-        return url
-
-
-class PagerDutyWebhookConfig(WebhookConfig):
-    """PagerDuty's Events API v2: the integration's routing key comes from a variable, added to each
-    event as it is sent (never stored in the outbox)."""
-
-    format: Literal["standard", "slack", "alertmanager", "pagerduty"] = "pagerduty"
-    url: str = PAGERDUTY_EVENTS_URL
-    routing_key_env: str = Field(min_length=1)
-
-
-WEBHOOK_SETTINGS: dict[str, type[WebhookConfig]] = {"pagerduty": PagerDutyWebhookConfig}
-"""The settings class of each format that has settings beyond `WebhookConfig`'s."""
 
 
 class MonitorSettings(BaseSettings):
@@ -190,7 +162,8 @@ class MonitorSettings(BaseSettings):
     public_url: str = "http://127.0.0.1:8000"
     """Where the dashboard is reachable, for links in webhook payloads."""
     api_token_env: str = "DRIFT_MONITOR_API_TOKEN"  # noqa: S105 - the variable's name, not a token
-    import_: str | None = Field(default=None, alias="import")
+    import_: str | list[str] | None = Field(default=None, alias="import")
+    """Host files to import servers from (docs/integrations.md): one path or several."""
     allowed_server_hosts: list[str] = Field(default_factory=list)
     """Where servers registered over the API may be: host names, `*.domain` wildcards, IP addresses
     or CIDR networks. Empty: anywhere but link-local, cloud metadata and reserved addresses
@@ -333,13 +306,19 @@ def load_config(path: str | Path | None) -> Config:
         _server(entry, f"{source}: servers[{i}]") for i, entry in enumerate(_array(data, "servers", source))
     ]
     skipped: list[str] = []
-    if monitor.import_:
-        imported, skipped = _import_mcp_servers(Path(path).parent / monitor.import_, source)
-        defined = {server.name for server in servers}
-        for server in imported:  # the config file's own table wins over a host's entry
+    imports = [monitor.import_] if isinstance(monitor.import_, str) else monitor.import_ or []
+    defined = {server.name for server in servers}
+    for host_file in imports:
+        imported, problems = _import_mcp_servers(Path(path).parent / host_file, source)
+        skipped += problems
+        for server in imported:  # the config file's own table, or an earlier file, wins
             if server.name in defined:
-                skipped.append(f"{source}: import: {server.name!r} skipped: also defined in [[servers]]")
+                skipped.append(
+                    f"{source}: import {host_file!r}: {server.name!r} skipped: already defined "
+                    "(in [[servers]] or an earlier import)"
+                )
             else:
+                defined.add(server.name)
                 servers.append(server)
     webhooks = [
         _webhook(entry, f"{source}: webhooks[{i}]")
@@ -447,7 +426,7 @@ def _import_mcp_servers(path: Path, source: str) -> tuple[list[ServerConfig], li
     """
     where = f"{source}: import {str(path)!r}"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = jsonc_loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"{where}: cannot read: {exc.strerror or exc}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -455,7 +434,13 @@ def _import_mcp_servers(path: Path, source: str) -> tuple[list[ServerConfig], li
     folder = path.resolve().parent
     workspace = folder.parent if folder.name in (".vscode", ".cursor", ".gemini") else folder
     try:
-        entries = read_host_config(data, workspace=str(workspace), home=str(Path.home()))
+        entries = read_host_config(
+            data,
+            workspace=str(workspace),
+            home=str(Path.home()),
+            folder=str(folder),
+            bare_variables=folder.name in (".gemini", "gemini-cli"),  # Gemini CLI expands $VAR too
+        )
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     problems = [f"{where}: {name!r} skipped: {reason}" for name, reason in entries.errors.items()]
