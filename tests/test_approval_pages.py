@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 from httpx import Response
-from sqlalchemy import select
+from sqlalchemy import create_engine, select
 from support.web import TOKEN, web_client
 from support.world import World, populate
 
@@ -107,3 +107,25 @@ def test_without_a_sign_in_the_forms_are_not_offered(world: World) -> None:
         assert page.status_code == 200 and "Sign in to approve" in page.text
         assert "Approve every tool" not in page.text
         assert open_client.post("/servers/search/approve", data={}).status_code == 403
+
+
+def test_the_server_page_reads_decisions_in_its_own_connection(world: World, database_url: str) -> None:
+    """The server page shows what hosts are told, read through the decision cache. Must hold: it
+    reads in the request's own connection, so a pool of one connection serves it. (It used to take a
+    second one while holding the first: under load every pooled connection was held by a request
+    waiting for another, and pages failed after the pool's 30 s timeout.)"""
+    sqlite = database_url.startswith("sqlite")
+    one = create_engine(
+        database_url,
+        pool_size=1,
+        max_overflow=0,
+        pool_timeout=2,
+        connect_args={"check_same_thread": False} if sqlite else {},
+    )
+    try:
+        with web_client(Store(one)) as client:
+            page = client.get("/servers/search")
+            assert page.status_code == 200, page.text[:300]
+            assert decision_row(page.text, "wipe_index") == "allow"
+    finally:
+        one.dispose()

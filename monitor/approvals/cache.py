@@ -15,6 +15,8 @@ transaction commits, so a cache that compares it follows commit order on both da
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -128,11 +130,13 @@ class DecisionView:
         self._views: dict[str, tuple[int, ServerView]] = {}
         self._names: tuple[int, dict[str, list[str]]] | None = None
 
-    def server(self, name: str) -> Lookup:
+    def server(self, name: str, session: Session | None = None) -> Lookup:
         """The server named `name`: one indexed statement, and the view rebuilt only when its
-        generation moved since it was kept."""
-        with self.engine.connect() as connection:
-            row = connection.execute(
+        generation moved since it was kept. Read in `session` when one is given: a request that holds
+        a connection must not wait for a second one (under load every pooled connection can be held
+        by a request waiting for another, until the pool's timeout)."""
+        with self._reading(session) as reading:
+            row = reading.execute(
                 select(
                     DecisionNames.generation,
                     Server.id,
@@ -154,15 +158,23 @@ class DecisionView:
             kept = self._views.get(name)
         if kept is not None and kept[0] == state.generation:
             return Lookup(names_generation, kept[1], state)
-        with self.sessions() as session:
-            server = session.get(Server, state.server_id)
+        with self._reading(session) as reading:
+            server = reading.get(Server, state.server_id)
             if server is None:
                 return Lookup(names_generation)
-            view = load_server_view(session, server)
+            view = load_server_view(reading, server)
         with self._lock:
             if name in self._views or len(self._views) < MAX_KEPT:
                 self._views[name] = (state.generation, view)
         return Lookup(names_generation, view, state)
+
+    @contextmanager
+    def _reading(self, session: Session | None) -> Iterator[Session]:
+        if session is not None:
+            yield session
+            return
+        with self.sessions() as own:
+            yield own
 
     def names(self, *, refresh: bool = False) -> tuple[int, dict[str, list[str]]]:
         """Every monitored server's name -> its aliases set over the API, and their generation: the

@@ -40,7 +40,7 @@ TheServer = Annotated[ServerRecord, Depends(page_server_or_404)]
 def server_approvals(request: Request, session: Session, server: ServerRecord) -> dict[str, Any]:
     """What the server page shows about approvals: each current tool's decision, the history and
     the kept decisions, and whether the person may approve."""
-    current = point_of(request).current(server.name)
+    current = point_of(request).current(server.name, session)
     row = session.get_one(Server, server.id)
     verdicts = current[1] if current else {}
     return {

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from prometheus_client.core import CounterMetricFamily, Metric
+from sqlalchemy.orm import Session
 
 from monitor.approvals.cache import MAX_KEPT, DecisionView, Lookup, ServerState, ServerView
 from monitor.approvals.names import Normalise, ServerNames, exact_name, tool_candidates
@@ -203,10 +204,13 @@ class DecisionPoint:
                 return self._unmonitored(server, host)
             return self._answer(found, tool, normalise, None, session_id, client)
 
-    def current(self, server: str) -> tuple[ServerView, dict[str, Verdict]] | None:
+    def current(
+        self, server: str, session: Session | None = None
+    ) -> tuple[ServerView, dict[str, Verdict]] | None:
         """Every current tool's decision, as a host would get it now, for pages and gateways; nothing
-        counted or kept. None: no server of that name."""
-        lookup = self.view.server(server)
+        counted or kept. None: no server of that name. A page passes its request's `session`, so the
+        reads share its connection."""
+        lookup = self.view.server(server, session)
         if lookup.view is None or lookup.state is None:
             return None
         verification = self._verification(lookup.view, lookup.state)

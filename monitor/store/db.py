@@ -21,6 +21,20 @@ ROOT = Path(monitor.__file__).resolve().parent.parent
 """The repository root, where alembic.ini and migrations/ live."""
 
 
+REQUEST_THREADS = 40
+"""Threads that run request handlers and their database work at once: anyio's default thread limiter,
+which the web app keeps (`monitor.webapp.app` sets it, so a change of anyio's default cannot outgrow
+the pool). Each may hold a connection."""
+POOL_SIZE = 10
+MAX_OVERFLOW = REQUEST_THREADS
+"""Connections kept, and opened beyond them under load: room for every request thread and the
+background writers (the poll writer, the decision and audit writers, the deliverer) at once, so a
+request waits for a thread, never for a connection. With the default pool (5 + 10) under 64
+concurrent page requests, 40 threads shared the GIL, each holder kept its connection for seconds,
+and the threads queued for one gave up after the pool's 30 s timeout: 500s
+(`bench/bench_web.py`, the pages over 64 kept-alive connections)."""
+
+
 def make_engine(url: str) -> Engine:
     """The process's engine. SQLite gets WAL, a busy timeout and enforced foreign keys."""
     parsed = make_url(url)
@@ -28,7 +42,8 @@ def make_engine(url: str) -> Engine:
         database = parsed.database
         if database and database != ":memory:":
             Path(database).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        pool = {"pool_size": POOL_SIZE, "max_overflow": MAX_OVERFLOW} if database != ":memory:" else {}
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False}, **pool)
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -39,7 +54,7 @@ def make_engine(url: str) -> Engine:
             cursor.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    return create_engine(url, pool_pre_ping=True, pool_size=POOL_SIZE, max_overflow=MAX_OVERFLOW)
 
 
 def render_url(url: str) -> str:

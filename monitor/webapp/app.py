@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from anyio import to_thread
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.staticfiles import StaticFiles
@@ -52,6 +53,7 @@ from monitor.sessions import pages as session_pages
 from monitor.silences import api as silences
 from monitor.silences import pages as silence_pages
 from monitor.store import Store
+from monitor.store.db import REQUEST_THREADS
 from monitor.webapp.api import (
     alerts,
     changes,
@@ -327,8 +329,10 @@ def create_app(
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """The decision point's refreshes poll on this loop; on shutdown, the decisions still waiting to
-    be written are written."""
+    """The decision point's refreshes poll on this loop; request threads are as many as the engine's
+    pool has room for (`monitor.store.db.REQUEST_THREADS`); on shutdown, the decisions still waiting
+    to be written are written."""
+    to_thread.current_default_thread_limiter().total_tokens = REQUEST_THREADS
     point: DecisionPoint = app.state.decision_point
     if point.refresher is not None:
         point.refresher.loop = asyncio.get_running_loop()
