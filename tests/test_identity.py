@@ -17,7 +17,7 @@ from sqlalchemy import Engine, inspect, select, text
 from support import cli, read_only_flip, record_poll, webhook_secret
 from support.browser import live_app
 from support.proxy import auth_proxy
-from support.web import AUTH, TOKEN, add_token, bearer, make_app, web_client
+from support.web import AUTH, TOKEN, add_token, bearer, hold_session, make_app, session_value, web_client
 from support.world import NOW, T0, populate
 
 from monitor.config import AuthSettings, Config, MonitorSettings, ServerConfig
@@ -398,3 +398,27 @@ def test_every_operation_checks_a_role(store: Store) -> None:
                 else:
                     assert response.status_code != 403, (who, method, path, response.text)
     assert checked >= 40
+
+
+def test_the_api_never_takes_the_dashboards_cookie_or_a_proxys_header(store: Store) -> None:
+    """A browser signed in to the dashboard sends its cookie with any request to the host, including
+    one a page of another port makes it send (`fetch` with credentials needs no preflight for a POST
+    without a body). Must hold: the API answers such a request 401 and acts on nothing: its changes
+    carry no CSRF token, so only a token authenticates them."""
+    world = populate(store)
+    add_token(store, "ana", "admin")
+    with web_client(store, auth=None, follow_redirects=False) as browser:
+        hold_session(browser, session_value(browser.app, "ana"))  # type: ignore[arg-type]
+        assert browser.get("/servers/search").status_code == 200, "signed in on the dashboard"
+        for method, path in (
+            ("GET", "/api/v1/servers"),
+            ("POST", "/api/v1/servers/search/approvals"),
+            ("POST", f"/api/v1/alerts/{world.alert_ids['open:read-only-revoked']}/ack"),
+            ("POST", "/api/v1/tokens"),
+        ):
+            response = browser.request(method, path, headers={"Origin": "http://127.0.0.1:9999"})
+            assert response.status_code == 401, (method, path, response.status_code)
+    with store.sessions() as session:
+        alert = session.get_one(Alert, world.alert_ids["open:read-only-revoked"])
+        assert alert.state == "open"
+        assert session.scalars(select(ApiToken.name)).all() == ["ana"]

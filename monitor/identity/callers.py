@@ -9,6 +9,7 @@ A request is identified once, by the `Authenticate` middleware, before any route
    only from `[auth] trusted_proxies`, with the role `[auth]` gives that person or their groups.
 3. On the dashboard, a signed-in session (`monitor.identity.signin`), whose token is checked again
    at every request, so a revoked token signs its sessions out.
+   The API takes neither: a browser sends them on its own, and the API's changes carry no CSRF token.
 4. Otherwise nobody: an API request is a 401 when anything is configured to authenticate with; with
    nothing configured, reads and decisions are open, as before roles existed, and changes are not.
 
@@ -73,8 +74,12 @@ class Identity:
     clock: Callable[[], datetime]
     _open_until: float = 0.0
 
-    def identify(self, connection: HTTPConnection, *, basic: bool = False) -> Caller:
-        """The caller, or a `Caller` with `Via.REFUSED` for a secret that is no valid token."""
+    def identify(self, connection: HTTPConnection, *, basic: bool = False, api: bool = False) -> Caller:
+        """The caller, or a `Caller` with `Via.REFUSED` for a secret that is no valid token.
+
+        An API request (`api`) is identified by its token alone: a browser sends the dashboard's
+        cookie (and passes a proxy's header) on its own, so a page of another port of the same host
+        could otherwise make a signed-in browser call the API, whose changes carry no CSRF token."""
         source = client_address(connection)
         self.signer.load()  # here, off the event loop: the form checks and pages sign with it
         secret = bearer_of(connection) or (basic_password(connection) if basic else None)
@@ -86,6 +91,8 @@ class Identity:
             with self.sessions.begin() as session:
                 found = token_caller(session, secret, self.clock(), source)
             return found or Caller("an unknown token", None, Via.REFUSED, source)
+        if api:
+            return Caller("anonymous", None, Via.OPEN if self.open() else Via.NONE, source)
         if self.auth.proxy_header and trusted(source, self.auth.trusted_proxies):
             person = connection.headers.get(self.auth.proxy_header, "").strip()
             if person:
@@ -200,7 +207,7 @@ class Authenticate:
         connection = HTTPConnection(scope)
         try:
             caller = await run_in_threadpool(
-                self.identity.identify, connection, basic=path in self.basic_paths
+                self.identity.identify, connection, basic=path in self.basic_paths, api=self.is_api(path)
             )
         except SQLAlchemyError as exc:
             log.warning("could not identify a request to %s: the database failed: %s", path, exc)
