@@ -9,6 +9,7 @@ other languages.
 from monitor.core.fingerprint import (
     META_KEY,
     CanonicalListing,
+    DuplicateToolNameError,
     NotIJSONError,
     canonical_form,
     canonical_json,
@@ -21,6 +22,7 @@ from monitor.core.fingerprint import (
 __all__ = [
     "META_KEY",
     "CanonicalListing",
+    "DuplicateToolNameError",
     "NotIJSONError",
     "canonical_form",
     "canonical_json",

@@ -72,6 +72,15 @@ FIRES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("output-schema-changed", tool(), tool(outputSchema={"type": "object"})),
     ("definition-changed", tool(), tool(**{"x-vendor": 1})),
     ("definition-changed", ann(readOnlyHint=False), ann(readOnlyHint=False, vendorHint=True)),
+    # Hints are read as the MCP Python SDK reads them (pydantic's lax bool): docs/clients.md.
+    ("read-only-claimed", ann(), ann(readOnlyHint="true")),
+    ("read-only-claimed", ann(), ann(readOnlyHint="YES")),
+    ("read-only-claimed", ann(), ann(readOnlyHint=1)),
+    ("read-only-revoked", ann(readOnlyHint="1"), ann(readOnlyHint="maybe")),
+    ("destructive-removed", ann(), ann(destructiveHint="false")),
+    ("hint-not-boolean", ann(), ann(readOnlyHint="true")),
+    ("hint-not-boolean", ann(readOnlyHint=True), ann(readOnlyHint=None)),
+    ("hint-not-boolean", ann(openWorldHint="maybe"), ann(openWorldHint=2)),
 ]
 
 
@@ -97,8 +106,12 @@ NEAR_MISSES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("destructive-added", ann(), ann(destructiveHint=True)),
     ("idempotent-revoked", ann(), ann(idempotentHint=False)),
     ("open-world-added", ann(), ann(openWorldHint=True)),
-    # A non-boolean hint reads as absent.
-    ("read-only-claimed", ann(), ann(readOnlyHint="true")),
+    # A value the Python SDK refuses (it rejects the listing) reads as absent.
+    ("read-only-claimed", ann(), ann(readOnlyHint="maybe")),
+    ("read-only-claimed", ann(), ann(readOnlyHint=" true")),
+    # The same non-boolean value as before is not new.
+    ("hint-not-boolean", ann(readOnlyHint="true"), ann(readOnlyHint="true", title="x")),
+    ("hint-not-boolean", ann(readOnlyHint="true"), ann(readOnlyHint=True)),
     ("annotations-removed", tool(), ann()),
     ("hidden-text-in-description", tool(description="a\u200bb"), tool(description="c\u200bd")),
     ("hidden-text-in-description", tool(description="a\nb\tc"), tool(description="a\r\nb\tc d")),
@@ -153,9 +166,9 @@ def test_meta_changes_are_not_changes() -> None:
     assert findings([tool(_meta={"a": 1})], [tool(_meta={"a": 2})]) == []
 
 
-def test_true_and_one_are_different_json() -> None:
+def test_one_and_true_read_alike_as_the_python_sdk_reads_them() -> None:
     found = findings([ann(readOnlyHint=1)], [ann(readOnlyHint=True)])
-    assert [f.rule for f in found] == ["read-only-claimed"]
+    assert [f.rule for f in found] == ["definition-changed"]
 
 
 def test_tool_added_and_removed() -> None:

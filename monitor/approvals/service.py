@@ -21,13 +21,13 @@ from monitor.approvals import storage
 from monitor.approvals.errors import Conflict, NotFound, Unstorable
 from monitor.approvals.records import ApprovalRecord
 from monitor.core.ijson import storable
-from monitor.core.rules import TOOL_RULES
+from monitor.core.rules import ABOUT_A_TOOL
 from monitor.core.states import AlertState, ApprovalMode, ServerOrigin
 from monitor.core.text import make_visible
 from monitor.notify import alerts
 from monitor.store.models import Alert, AlertFinding, FindingRecord, Server, Snapshot
 
-_TOOL_RULE_IDS = [rule.id for rule in TOOL_RULES]
+_TOOL_RULE_IDS = [rule.id for rule in ABOUT_A_TOOL]
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from typing import Any
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.listing import Tool
 from monitor.core.rules import TOOL_RULES, Finding, Severity, ToolChange
+from monitor.core.rules.renames import renamed_lookalikes
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,11 @@ def _tool(listing: CanonicalListing, name: str) -> Tool | None:
 
 
 def diff_changes(changes: Iterable[ToolChange]) -> Iterable[Finding]:
-    """Every finding of each changed tool, worst severity first within the tool."""
+    """Every finding of each changed tool, worst severity first within the tool, then the pairs of a
+    removed and an added tool whose names look alike (`tool-renamed-lookalike`)."""
+    changes = list(changes)
     for change in changes:
         found = [finding for rule in TOOL_RULES if rule.check for finding in rule.check(change)]
         found.sort(key=lambda finding: -finding.severity.rank)
         yield from found
+    yield from renamed_lookalikes(changes)

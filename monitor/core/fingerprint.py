@@ -37,6 +37,12 @@ class NotIJSONError(ValueError):
     `tools[2].inputSchema.properties.x.maximum`."""
 
 
+class DuplicateToolNameError(ValueError):
+    """A listing that names one tool twice has no fingerprint: hosts keep one of the copies, and not
+    all the same one (a JavaScript host that maps tools by name keeps the last), so no single
+    listing is what they hold. The CLI and the API refuse it the same way (docs/fingerprint.md)."""
+
+
 def without_meta(tool: Mapping[str, Any]) -> Mapping[str, Any]:
     """The tool as it counts for identity: `_meta` is volatile, so it is stored but not compared."""
     if META_KEY not in tool:
@@ -122,7 +128,8 @@ def fingerprint(tools: Iterable[Mapping[str, Any]]) -> str:
     """Lowercase hex SHA-256 of the canonical form of the tool objects exactly as the server sent them.
 
     Pass the wire JSON, not an SDK model dump: models drop unknown fields and add defaults.
-    Raises `NotIJSONError` for a listing RFC 8785 cannot serialise.
+    Raises `NotIJSONError` for a listing RFC 8785 cannot serialise and `DuplicateToolNameError`
+    for one that names a tool twice.
     """
     return CanonicalListing.of(tools).fingerprint
 
@@ -154,8 +161,14 @@ class CanonicalListing:
     def of(cls, tools: Iterable[Mapping[str, Any]]) -> CanonicalListing:
         by_name: dict[str, Mapping[str, Any]] = {}
         forms: dict[str, str] = {}
+        first: dict[str, int] = {}
         for index, tool in enumerate(tools):
             name = tool["name"]
+            if name in first:
+                raise DuplicateToolNameError(
+                    f"tools[{index}]: duplicate tool name {name!r} (first at tools[{first[name]}])"
+                )
+            first[name] = index
             by_name[name] = tool
             forms[name] = canonical_tool(tool, f"tools[{index}]")
         return cls(by_name, forms, _sha256(_join(forms)))

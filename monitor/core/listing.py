@@ -106,7 +106,8 @@ def annotations_of(tool: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 @dataclass(frozen=True)
 class EffectiveHints:
-    """Hint values as a host reads them: declared booleans, the defaults for anything else."""
+    """Hint values as hosts read them: what the MCP Python SDK reads (`sdk_boolean`), the defaults
+    for anything else."""
 
     # The wire names, so rules, findings and docs speak one vocabulary.
     readOnlyHint: bool
@@ -114,6 +115,9 @@ class EffectiveHints:
     idempotentHint: bool
     openWorldHint: bool
     declared: frozenset[str]
+    """Hints with a value a host reads (a JSON boolean, or a value the Python SDK coerces to one)."""
+    not_boolean: frozenset[str] = frozenset()
+    """Hints present with a value that is not a JSON boolean (`"true"`, `1`, `null`, `"maybe"`)."""
 
     def get(self, hint: str) -> bool:
         return bool(getattr(self, hint))
@@ -127,19 +131,49 @@ class EffectiveHints:
         return not self.readOnlyHint and self.destructiveHint
 
 
+SDK_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
+SDK_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
+"""The strings pydantic's lax `bool` reads, compared lower-cased (docs/clients.md, "Values hosts read
+differently"): the MCP Python SDK validates `ToolAnnotations` with it, so `"true"`, `"YES"` or `"1"`
+is a read-only tool to a host built on that SDK."""
+
+
+def sdk_boolean(raw: Any) -> bool | None:
+    """A hint value as the MCP Python SDK reads it (pydantic lax mode): a JSON boolean; 0 or 1 (also
+    written 0.0 and 1.0); one of `SDK_TRUE` / `SDK_FALSE` in any case. None for null and anything
+    else: that SDK reads null as absent and refuses the whole listing over any other value, as the
+    TypeScript SDK (zod `z.boolean()`) refuses every value but a JSON boolean."""
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, int | float):
+        return bool(raw) if raw in (0, 1) else None
+    if isinstance(raw, str):
+        lowered = raw.lower()
+        if lowered in SDK_TRUE:
+            return True
+        if lowered in SDK_FALSE:
+            return False
+    return None
+
+
 def effective_hints(tool: Mapping[str, Any]) -> EffectiveHints:
-    """Only JSON booleans count as declared: a string "true" is read as absent, like a strict host."""
+    """Declared values as the Python SDK coerces them (a string `"true"` is read-only to its hosts);
+    the specification's defaults for absent and unreadable ones."""
     annotations = annotations_of(tool) or {}
     values: dict[str, bool] = {}
     declared: set[str] = set()
+    not_boolean: set[str] = set()
     for hint, default in HINT_DEFAULTS.items():
         raw = annotations.get(hint)
-        if isinstance(raw, bool):
-            values[hint] = raw
-            declared.add(hint)
-        else:
+        if hint in annotations and not isinstance(raw, bool):
+            not_boolean.add(hint)
+        read = sdk_boolean(raw)
+        if read is None:
             values[hint] = default
-    return EffectiveHints(**values, declared=frozenset(declared))
+        else:
+            values[hint] = read
+            declared.add(hint)
+    return EffectiveHints(**values, declared=frozenset(declared), not_boolean=frozenset(not_boolean))
 
 
 Hints = dict[str, bool]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 from monitor.core.findings import Finding, Severity, ToolChange
-from monitor.core.listing import HINT_DEFAULTS, EffectiveHints, annotations_of
+from monitor.core.listing import HINT_DEFAULTS, EffectiveHints, annotations_of, sdk_boolean
 from monitor.core.rules.catalog import CATALOG, rule
 
 
@@ -19,6 +20,13 @@ def _hint_detail(change: ToolChange, hint: str) -> dict[str, Any]:
         "declared_old": hint in change.old_hints.declared,
         "declared_new": hint in change.new_hints.declared,
     }
+
+
+def _raw_json(tool: Any, hint: str) -> str:
+    """The hint's value as sent, as short JSON for a message."""
+    raw = (annotations_of(tool or {}) or {}).get(hint)
+    text = json.dumps(raw, ensure_ascii=True)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _hint_flip(
@@ -53,6 +61,9 @@ def _hint_rule(
                 text += f" It now reads as {_write_profile(change.new_hints)}."
             if hint not in change.new_hints.declared:
                 text += f" ({hint} is no longer declared, so it reads as the default {HINT_DEFAULTS[hint]})."
+            elif hint in change.new_hints.not_boolean:
+                raw, read = _raw_json(change.new, hint), str(flip[1]).lower()
+                text += f" ({hint} is {raw}, not a boolean: hosts on the MCP Python SDK read it as {read})."
             yield CATALOG[rule_id].finding(
                 change, f"annotations.{hint}", flip[0], flip[1], text, detail=_hint_detail(change, hint)
             )
@@ -144,4 +155,44 @@ def _annotations_removed(change: ToolChange) -> Iterator[Finding]:
             old,
             change.both[1].get("annotations"),
             f"{change.label()} dropped its annotations object; every hint now reads as its default.",
+        )
+
+
+@rule(
+    "hint-not-boolean",
+    Severity.MEDIUM,
+    'A hint is not a JSON boolean (`"true"`, `1`, `null`): Python SDK hosts read `"true"` or `1` as '
+    "true, TypeScript SDK hosts reject the listing. Judged as the Python SDK reads it (docs/clients.md).",
+)
+def _hint_not_boolean(change: ToolChange) -> Iterator[Finding]:
+    if change.new is None:
+        return
+    old_raw = annotations_of(change.old or {}) or {}
+    new_raw = annotations_of(change.new) or {}
+    for hint in sorted(change.new_hints.not_boolean):
+        if (
+            change.old is not None
+            and hint in change.old_hints.not_boolean
+            and old_raw.get(hint) == new_raw.get(hint)
+        ):
+            continue  # not new in this change
+        raw = new_raw.get(hint)
+        read = sdk_boolean(raw)
+        if read is None:
+            reading = (
+                "hosts on the MCP Python SDK read null as absent"
+                if raw is None
+                else "hosts on the MCP Python SDK reject the listing over it"
+            )
+            reading += f" and the monitor reads it as the default {str(HINT_DEFAULTS[hint]).lower()}"
+        else:
+            reading = f"hosts on the MCP Python SDK read it as {str(read).lower()}, and so does the monitor"
+        yield CATALOG["hint-not-boolean"].finding(
+            change,
+            f"annotations.{hint}",
+            old_raw.get(hint),
+            raw,
+            f"{change.label()} declares {hint} as {_raw_json(change.new, hint)}, not a boolean: {reading}; "
+            "hosts on the TypeScript SDK reject the whole listing.",
+            detail={"python_sdk": read, "typescript_sdk": "listing rejected"},
         )

@@ -9,7 +9,8 @@ from typing import Any, Literal
 from monitor.core.findings import Finding, Severity, ToolChange, kept_value
 
 Check = Callable[[ToolChange], Iterator[Finding]]
-Scope = Literal["tool", "server", "session"]
+Scope = Literal["tool", "listing", "server", "session"]
+"""`listing`: raised over all of one diff's tool changes at once, about one tool (no `check`)."""
 
 
 @dataclass(frozen=True)
