@@ -20,6 +20,9 @@ HTTP modes (tools/list unless said otherwise):
     wrong-id         the answer names another request's id (the request's id + 1000)
     ping-first       an SSE stream that sends a `ping` request first and the listing only once the
                      client POSTed its answer: one tool, "pinged" (or "unanswered" after PING_WAIT s)
+    gzip-bomb        a listing of BOMB_BYTES (256 MiB) sent with `Content-Encoding: gzip`: ~0.26 MB
+    deflate-bomb     the same as `deflate` (zlib), ~0.26 MB
+    br-bomb          the same as `br` (brotli), under 1 KB
 
 stdio modes:
     trickle          as for HTTP, on stdout
@@ -50,7 +53,17 @@ HTTP_MODES = (
     "html-error",
     "wrong-id",
     "ping-first",
+    "gzip-bomb",
+    "deflate-bomb",
+    "br-bomb",
 )
+BOMB_BYTES = 256 * 1024 * 1024
+"""What a bomb mode's answer decodes to: one tool whose description is this many `x`s."""
+BOMB_HEAD = (
+    b'{"jsonrpc":"2.0","result":{"tools":[{"name":"bomb","inputSchema":{"type":"object"},"description":"'
+)
+ZLIB_WBITS = {"gzip-bomb": 31, "deflate-bomb": 15}
+"""zlib's window bits for a gzip and a zlib (HTTP `deflate`) stream."""
 STDIO_MODES = ("trickle", "huge", "exit-mid-page", "wrong-version")
 HOST = "127.0.0.1"
 WRONG_VERSION = "1999-01-01"
@@ -79,10 +92,38 @@ def huge_tools(size: int) -> bytes:
 class Answer:
     """How to send one JSON-RPC response: its body, and whether to trickle it or cut it short."""
 
-    def __init__(self, body: bytes, *, trickle: bool = False, cut: bool = False) -> None:
+    def __init__(self, body: bytes, *, trickle: bool = False, cut: bool = False, encoding: str = "") -> None:
         self.body = body
         self.trickle = trickle
         self.cut = cut
+        self.encoding = encoding
+        """The body's `Content-Encoding`, when it is compressed."""
+
+
+def bomb(mode: str, request_id: Any, zlib_base: dict[str, Any]) -> Answer:
+    """A JSON-RPC answer of BOMB_BYTES compressed: the id comes last, so the zlib stream of the rest is
+    compressed once (kept in `zlib_base`) and copied per answer."""
+    import zlib
+
+    tail = b'"}]},"id":' + json.dumps(request_id).encode() + b"}"
+    chunk = b"x" * (1 << 20)
+    if mode == "br-bomb":
+        import brotli
+
+        compressor = brotli.Compressor(quality=5)
+        parts = [compressor.process(BOMB_HEAD)]
+        parts += [compressor.process(chunk) for _ in range(BOMB_BYTES // len(chunk))]
+        parts += [compressor.process(tail), compressor.finish()]
+        return Answer(b"".join(parts), encoding="br")
+    if mode not in zlib_base:
+        base = zlib.compressobj(9, zlib.DEFLATED, ZLIB_WBITS[mode])
+        parts = [base.compress(BOMB_HEAD)]
+        parts += [base.compress(chunk) for _ in range(BOMB_BYTES // len(chunk))]
+        zlib_base[mode] = (base, b"".join(parts))
+    base, head = zlib_base[mode]
+    stream = base.copy()
+    body = head + stream.compress(tail) + stream.flush()
+    return Answer(body, encoding="gzip" if mode == "gzip-bomb" else "deflate")
 
 
 class Faulty:
@@ -90,6 +131,7 @@ class Faulty:
         self.mode = mode
         self.huge_bytes = huge_bytes
         self._huge: bytes | None = None
+        self._zlib_base: dict[str, Any] = {}
         self.pinged = asyncio.Event()
 
     def prepare(self) -> None:
@@ -140,6 +182,8 @@ class Faulty:
             return self.error(request_id, -32603, "internal failure in the tool registry")
         if self.mode == "html-error":
             return self.error(request_id, -32603, HTML_ERROR)
+        if self.mode.endswith("-bomb"):
+            return bomb(self.mode, request_id, self._zlib_base)
         if self.mode == "wrong-id" and isinstance(request_id, int):
             return self.result(request_id + 1000, {"tools": [tool("misrouted")]})
         return self.result(request_id, {"tools": [tool("fine")]})
@@ -189,16 +233,19 @@ def sse_event(message: dict[str, Any]) -> bytes:
     return b"event: message\ndata: " + json.dumps(message).encode() + b"\n\n"
 
 
-def response_head(status: str, length: int, content_type: str = "application/json") -> bytes:
+def response_head(
+    status: str, length: int, content_type: str = "application/json", encoding: str = ""
+) -> bytes:
+    coding = f"content-encoding: {encoding}\r\n" if encoding else ""
     return (
         f"HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {length}\r\n"
-        "connection: close\r\n\r\n"
+        f"{coding}connection: close\r\n\r\n"
     ).encode()
 
 
 async def send(writer: asyncio.StreamWriter, answer: Answer) -> None:
     body = answer.body
-    writer.write(response_head("200 OK", len(body)))
+    writer.write(response_head("200 OK", len(body), encoding=answer.encoding))
     if answer.trickle:
         for index in range(min(len(body), TRICKLE_LIMIT)):
             writer.write(body[index : index + 1])

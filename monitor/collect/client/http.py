@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpcore2
 import httpx2
+from httpx2._decoders import ContentDecoder, IdentityDecoder
 
 from monitor.core.hosts import HostPolicy, IPAddress, host_literal
 
@@ -154,6 +155,50 @@ def _addresses(infos: Iterable[tuple[Any, ...]]) -> list[IPAddress]:
         if address is not None and address not in found:
             found.append(address)
     return found
+
+
+class DecodedBody(httpx2.AsyncByteStream):
+    """An HTTP response body decoded as it arrives, with the decoder httpx chose for its
+    `Content-Encoding` (gzip, deflate, br), so a cap on it (`CappedBody`) counts decoded bytes.
+
+    httpx decodes only when the SDK reads the body, after any stream wrapper: a cap there would
+    count compressed bytes, and 0.26 MB of gzip decodes to 256 MB. httpx's decoders hand the
+    decoded bytes on in pieces of at most 1 MiB, so a cap stops a bomb within a piece of it.
+    """
+
+    def __init__(self, body: httpx2.AsyncByteStream, decoder: ContentDecoder) -> None:
+        self._body = body
+        self._decoder = decoder
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._body:
+            for piece in self._decoder.decode(chunk):
+                if piece:
+                    yield piece
+        for piece in self._decoder.flush():
+            if piece:
+                yield piece
+
+    async def aclose(self) -> None:
+        await self._body.aclose()
+
+
+def decode_as_it_arrives(response: httpx2.Response) -> None:
+    """Make `response.stream` yield decoded bytes (`DecodedBody`), for a compressed answer.
+
+    httpx keeps the decoder it will use on the response (`_get_content_decoder`); it is taken for
+    the stream, and the response left with one that passes bytes through, so nothing is decoded
+    twice. Both are httpx's private parts: there is no public way to see decoded bytes as they
+    arrive (`tests/test_client.py` covers gzip, deflate and br bombs).
+    """
+    if not response.headers.get("content-encoding"):
+        return
+    decoder = response._get_content_decoder()
+    if isinstance(decoder, IdentityDecoder):
+        return
+    assert isinstance(response.stream, httpx2.AsyncByteStream)
+    response._decoder = IdentityDecoder()
+    response.stream = DecodedBody(response.stream, decoder)
 
 
 class BodyTooLarge(httpx2.StreamError):

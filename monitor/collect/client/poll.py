@@ -43,6 +43,7 @@ from monitor.collect.client.errors import Attempt, clip, stream_error, transport
 from monitor.collect.client.http import (
     CappedBody,
     EventHooks,
+    decode_as_it_arrives,
     large_answer_turns,
     media_type,
     new_client,
@@ -279,6 +280,7 @@ class Poll(Attempt):
         if response.request.method == "POST":
             self.http_status = status_line(response) if response.status_code >= 400 else None
             if media_type(response) != "text/event-stream":  # SSE is bounded per event by max_sse_event_size
+                decode_as_it_arrives(response)  # the caps count decoded bytes
                 assert isinstance(response.stream, httpx2.AsyncByteStream)
                 response.stream = CappedBody(
                     response.stream, 2 * self.limits.max_bytes, self._too_big, self._large_answer
