@@ -21,6 +21,9 @@ Modes:
                      so a poll that reads page 2 without re-reading page 1 stores a, b, d (c lost)
     listing-file     (stdio) answers tools/list with the text of --listing FILE, read at each request
                      and sent byte for byte (so it may hold NaN, 1e400, \u0000 or lone surrogates)
+    grandchild       (stdio) legacy-only, but first starts a child that keeps its stdout and stderr
+                     open and sleeps GRANDCHILD_SLEEP s; its pid is written to --pid-file. The server
+                     itself exits as soon as its stdin closes
 
 rpc-error's message repeats the Authorization header (HTTP) or $DRIFT_TEST_SECRET (stdio), so
 a test can check that the client keeps secrets out of its errors. `--require-header` answers
@@ -61,7 +64,9 @@ MODES = (
     "ignore-sigterm",
     "listing-file",
     "torn",
+    "grandchild",
 )
+GRANDCHILD_SLEEP = 120
 LOOP = {None: "a", "a": "b", "b": "a"}
 SERVER_INFO = {"name": "hostile", "version": "6.6.6"}
 
@@ -165,7 +170,7 @@ class RpcError(Exception):
             self.error["data"] = data
 
 
-def serve_stdio(server: Hostile) -> None:
+def serve_stdio(server: Hostile, pid_file: str | None = None) -> None:
     if server.mode == "exit-early":
         print("fatal: cannot read config file /etc/hostile.toml", file=sys.stderr, flush=True)
         sys.exit(3)
@@ -173,6 +178,14 @@ def serve_stdio(server: Hostile) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if server.mode == "garbage-stdout":
         print("Starting hostile server v6.6.6 ... listening on stdio!", flush=True)
+    if server.mode == "grandchild":
+        import subprocess
+
+        sleeper = subprocess.Popen(  # inherits stdout and stderr: the pipes stay open while it lives
+            [sys.executable, "-c", f"import time; time.sleep({GRANDCHILD_SLEEP})"], stdin=subprocess.DEVNULL
+        )
+        if pid_file:
+            Path(pid_file).write_text(str(sleeper.pid), encoding="utf-8")
     for line in sys.stdin:
         message = json.loads(line)
         if server.listing_file and message.get("method") == "tools/list":
@@ -223,10 +236,11 @@ def main() -> None:
     parser.add_argument("--require-header", metavar="NAME:VALUE")
     parser.add_argument("--huge-bytes", type=int, default=2_000_000)
     parser.add_argument("--listing", metavar="FILE")
+    parser.add_argument("--pid-file", metavar="FILE")
     args = parser.parse_args()
     server = Hostile(args.mode, args.huge_bytes, os.environ.get("DRIFT_TEST_SECRET"), args.listing)
     if args.transport == "stdio":
-        serve_stdio(server)
+        serve_stdio(server, args.pid_file)
     else:
         name, _, value = (args.require_header or "").partition(":")
         serve_http(server, args.port, (name.strip(), value.strip()) if args.require_header else None)

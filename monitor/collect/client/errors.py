@@ -246,3 +246,13 @@ def _caused_by(error: BaseException, kind: type[BaseException]) -> bool:
 def _visible(text: str) -> str:
     """One line a terminal shows as it is: controls, line breaks and invisible format characters escaped."""
     return "".join(char if char.isprintable() else ascii(char)[1:-1] for char in text)
+
+
+def supported_versions(error: MCPError) -> list[str] | None:
+    """The versions a -32022 (unsupported protocol version) error names, if it is one."""
+    if error.code != types.UNSUPPORTED_PROTOCOL_VERSION:
+        return None
+    try:
+        return types.UnsupportedProtocolVersionErrorData.model_validate(error.data).supported
+    except ValidationError:
+        return None

@@ -39,7 +39,14 @@ from mcp_types.version import (
 from pydantic import RootModel, ValidationError
 
 from monitor.collect.client.clients import LISTENER, HttpClients, Listener
-from monitor.collect.client.errors import Attempt, clip, stream_error, transport_failure, validation_summary
+from monitor.collect.client.errors import (
+    Attempt,
+    clip,
+    stream_error,
+    supported_versions,
+    transport_failure,
+    validation_summary,
+)
 from monitor.collect.client.http import (
     CappedBody,
     EventHooks,
@@ -49,7 +56,7 @@ from monitor.collect.client.http import (
     new_client,
     status_line,
 )
-from monitor.collect.client.stdio import ResultsSeen
+from monitor.collect.client.stdio import ResultsSeen, server_group, stop_server_group
 from monitor.collect.client.target import Era, FetchedListing, Limits, Listed, PollError, Target
 from monitor.collect.client.transport import PollDispatcher, poll_dispatcher
 from monitor.core.hosts import HostPolicy
@@ -242,7 +249,10 @@ class Poll(Attempt):
                 env=dict(target.env) if target.env is not None else None,
                 cwd=target.cwd,
             )
-            return stdio_client(params, errlog=await stack.enter_async_context(self.stderr.capture()))
+            errlog = await stack.enter_async_context(self.stderr.capture())
+            # Left after the transport: what is left of the server's process group is stopped too.
+            stack.push_async_callback(stop_server_group, stack.enter_context(server_group()))
+            return stdio_client(params, errlog=errlog)
         assert target.url is not None  # `_start` checked
         return sse_client(  # "sse" (a poll on "http" runs a `PollDispatcher`; a watch overrides this)
             target.url,
@@ -375,7 +385,7 @@ class Poll(Attempt):
         except MCPError as exc:
             if transport_failure(exc) == "closed":
                 raise
-            supported = _supported_versions(exc)
+            supported = supported_versions(exc)
             if supported is not None and not any(v in HANDSHAKE_PROTOCOL_VERSIONS for v in supported):
                 raise PollError(
                     PollErrorKind.PROTOCOL,
@@ -488,13 +498,3 @@ MAX_VALIDATION_ERRORS = 20
 def _advertises_list_changed(capabilities: Mapping[str, Any]) -> bool:
     tools = capabilities.get("tools")
     return isinstance(tools, Mapping) and tools.get("listChanged") is True
-
-
-def _supported_versions(error: MCPError) -> list[str] | None:
-    """The versions a -32022 (unsupported protocol version) error names, if it is one."""
-    if error.code != types.UNSUPPORTED_PROTOCOL_VERSION:
-        return None
-    try:
-        return types.UnsupportedProtocolVersionErrorData.model_validate(error.data).supported
-    except ValidationError:
-        return None

@@ -1,14 +1,20 @@
-"""stdio plumbing: what a server wrote to stderr, and noticing that its output ended."""
+"""stdio plumbing: what a server wrote to stderr, noticing that its output ended, and stopping
+every process it started."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from typing import Any, Self, TextIO
 
 import anyio
+import mcp.client.stdio as sdk_stdio
+from anyio.abc import Process
 from mcp.client._transport import ReadStream
+from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
 STDERR_TAIL_BYTES = 2048
@@ -16,6 +22,58 @@ STDERR_TAIL_BYTES = 2048
 
 _STDERR_EOF_WAIT = 0.5
 """Once the server is stopped, how long to wait for the rest of its stderr (a child may hold the pipe)."""
+
+
+GROUP_STOP_TIMEOUT = 2.0
+"""After the server is stopped, how long what is left of its process group gets between SIGTERM and
+SIGKILL (the SDK's own grace for the server)."""
+
+_SPAWNED: ContextVar[list[Any] | None] = ContextVar("drift_monitor_stdio_spawned", default=None)
+"""The processes the SDK's stdio transport spawned inside `server_group`, for this task."""
+
+_sdk_spawn = sdk_stdio._create_platform_compatible_process
+
+
+async def _noted_spawn(*args: Any, **kwargs: Any) -> Any:
+    """The SDK's spawn (a new session and process group on POSIX), noting the process for
+    `server_group`. The SDK keeps the process to itself; this is the one place it can be seen."""
+    process = await _sdk_spawn(*args, **kwargs)
+    spawned = _SPAWNED.get()
+    if spawned is not None:
+        spawned.append(process)
+    return process
+
+
+sdk_stdio._create_platform_compatible_process = _noted_spawn
+
+
+@contextmanager
+def server_group() -> Iterator[list[Any]]:
+    """Note the stdio server process spawned in this block (see `stop_server_group`)."""
+    spawned: list[Any] = []
+    token = _SPAWNED.set(spawned)
+    try:
+        yield spawned
+    finally:
+        _SPAWNED.reset(token)
+
+
+async def stop_server_group(spawned: list[Any]) -> None:
+    """Stop whatever is left of each server's process group once its transport has closed.
+
+    The SDK kills the whole group only when the server outlives its grace after stdin closes; a
+    server that exits at once leaves its children running, and a child that holds the pipes open
+    outlived every poll (one leaked process a poll). The server is spawned as the leader of a
+    group of its own, so its pid names the group: SIGTERM, then SIGKILL after
+    `GROUP_STOP_TIMEOUT` (the SDK's `terminate_posix_process_tree`); a group already gone costs
+    one failed `killpg`. A child that left the group on purpose (a daemon) escapes, as from the SDK.
+    """
+    if sys.platform == "win32":  # the SDK's job object ends the whole tree there
+        return
+    with anyio.CancelScope(shield=True):
+        for process in spawned:
+            if isinstance(process, Process):
+                await terminate_posix_process_tree(process, GROUP_STOP_TIMEOUT)
 
 
 class StderrTail:

@@ -58,7 +58,8 @@ class Target:
 class Limits:
     timeout: float = 30.0
     """Seconds for connect + handshake + every page. Stopping a stdio server afterwards is the SDK's
-    bounded sequence (close stdin, 2 s, SIGTERM, 2 s, SIGKILL), so one that ignores all of it adds ~4 s."""
+    bounded sequence (close stdin, 2 s, SIGTERM, 2 s, SIGKILL), so one that ignores all of it adds ~4 s;
+    then what is left of its process group gets the same SIGTERM, 2 s, SIGKILL (`stop_server_group`)."""
     max_pages: int = 100
     max_bytes: int = 16 * 1024 * 1024
     """Total compact-JSON size of all pages' results (also the cap on one SSE event)."""
