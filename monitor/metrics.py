@@ -43,7 +43,7 @@ NEW_VERSIONS = Counter(
 )
 ALERT_EVENTS = Counter(
     "drift_monitor_alert_events",
-    "Alerts opened, acknowledged and resolved by this process, by severity.",
+    "Alert events of this process (opened, acknowledged, resolved; raised, lowered), by severity.",
     ["event", "severity"],
     registry=REGISTRY,
 )

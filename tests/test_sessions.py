@@ -22,9 +22,10 @@ from monitor.sessions.service import (
     list_sessions,
     register_session,
 )
-from monitor.store import Store
+from monitor.store import Store, queries
 from monitor.store.models import Alert, FindingRecord, HostSession, WebhookDelivery
 from monitor.store.registration import sync_servers
+from monitor.webapp.pages.alert import timeline
 
 T0 = datetime(2026, 1, 1, 14, 0, tzinfo=UTC)
 GRACE = timedelta(minutes=5)
@@ -296,3 +297,53 @@ def test_a_condition_below_the_alert_threshold_is_stored_once_not_at_every_check
     with store.sessions() as session:
         rules = session.scalars(select(FindingRecord.rule)).all()
     assert rules == ["session-long-lived"] and open_alerts(store) == []
+
+
+def test_a_session_behind_is_one_alert_whose_severity_follows_the_worst_it_missed(
+    alerted: tuple[Store, Alerting, int],
+) -> None:
+    """v1 (read-only) held; v2 revokes read-only (critical); v3 gives it back with a new description
+    (what the host missed is now low); v4 revokes it again. One alert all along, lowered and raised
+    in place with a timeline entry each, never resolved, and "stale since" stays when v2 came."""
+    store, alerting, server_id = alerted
+    stale_since = T0 + timedelta(minutes=1)  # v2, the first listing the host did not get
+
+    def since(now: datetime) -> datetime | None:
+        with store.sessions() as session:
+            (view,) = list_sessions(session, stale_only=False, now=now, grace=GRACE)
+        return view.stale_since
+
+    def check_alive(now: datetime) -> None:
+        """A heartbeat (still holding v1), then the check."""
+        with store.sessions.begin() as session:
+            heartbeat(session, server="git", session_id="s-1", fingerprint=None, tools=None, now=now)
+        check(store, alerting, now)
+
+    check(store, alerting, T0 + timedelta(minutes=7))
+    (first,) = open_alerts(store)
+    assert first.severity == "critical"
+
+    record_poll(store, server_id, read_only_flip(True, description="Purges."), T0 + timedelta(minutes=10))
+    for minute in (11, 12, 13, 20):
+        check_alive(T0 + timedelta(minutes=minute))
+        (alert,) = open_alerts(store)
+        assert alert.id == first.id, f"one alert while the session is behind (minute {minute})"
+    assert alert.severity == "low" and "description-changed" in alert.message
+    assert since(T0 + timedelta(minutes=20)) == stale_since
+
+    record_poll(store, server_id, read_only_flip(False, description="Purges."), T0 + timedelta(minutes=21))
+    check_alive(T0 + timedelta(minutes=22))
+    (alert,) = open_alerts(store)
+    assert (alert.id, alert.severity) == (first.id, "critical")
+    assert "still treats purge_tenant as read-only" in alert.message
+    assert since(T0 + timedelta(minutes=22)) == stale_since
+    assert webhook_events(store) == [("alert.opened", "session-stale")], "the receiver has it open already"
+
+    with store.sessions() as session:
+        detail = queries.alert_detail(session, first.id)
+        assert detail is not None
+        steps = [moment.what for moment in timeline(detail)]
+    assert steps.index("severity lowered from critical to low") < steps.index(
+        "severity raised from low to critical"
+    ), steps
+    assert not any(step.startswith("resolved") for step in steps)

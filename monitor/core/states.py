@@ -17,6 +17,25 @@ class AlertState(enum.StrEnum):
         return (cls.OPEN, cls.ACKNOWLEDGED)
 
 
+class AlertStateFilter(enum.StrEnum):
+    """Which alerts a list shows (the API's and the dashboard's `state=`): one state, `unresolved`
+    (open and acknowledged: an acknowledged alert is still an incident), or all of them."""
+
+    UNRESOLVED = "unresolved"
+    OPEN = "open"
+    ACKNOWLEDGED = "acknowledged"
+    RESOLVED = "resolved"
+    ALL = "all"
+
+    def states(self) -> tuple[AlertState, ...] | None:
+        """The states it admits; None for all."""
+        if self is AlertStateFilter.ALL:
+            return None
+        if self is AlertStateFilter.UNRESOLVED:
+            return AlertState.unresolved()
+        return (AlertState(self.value),)
+
+
 class DeliveryState(enum.StrEnum):
     """An outbox row: pending until a receiver answers 2xx (delivered), refuses it for good with a 4xx
     other than 408 and 429 (failed), or its expiry passes (expired); a re-post whose alerts have all

@@ -25,7 +25,7 @@ from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.rules import CATALOG, TOOL_RULES, Check
 from monitor.core.states import AlertEvent, AlertState
 from monitor.notify.events import alert_event
-from monitor.notify.outbox import DEFAULT_EXPIRY, enqueue, wake_after_commit
+from monitor.notify.outbox import DEFAULT_EXPIRY, enqueue, opened_for, wake_after_commit
 from monitor.notify.payloads import MAX_FINDINGS, alert_payload
 from monitor.notify.sinks import hears
 from monitor.silences import service as silences
@@ -205,13 +205,17 @@ class Alerting:
     def raise_standing(
         self, session: Session, server: Server, finding: Finding, *, session_id: str, now: datetime
     ) -> None:
-        """A condition re-checked on a timer (a host session's): stored and raised when it starts or worsens.
-
-        While its alert stays open at that severity or worse, a repeat only marks the alert as
-        still seen: one condition is one finding and one alert, however often it is checked.
+        """A condition re-checked on a timer (a host session's): stored and raised when it starts or
+        changes severity. A repeat at the same severity only marks its alert as still seen: one
+        condition is one finding and one alert, however often it is checked. A lower one lowers the
+        alert in place (a session behind a version that undid the worst it missed); no webhook.
         """
         alert = _open_alert(session, open_key(server.id, finding.rule, finding.tool, session_id))
-        if alert is not None and alert.severity_rank >= finding.severity.rank:
+        if alert is not None and alert.severity_rank > finding.severity.rank:
+            records = store_findings(session, server.id, [finding], now)
+            _attach(session, alert, server, finding.severity, finding.message, records, now, self, lower=True)
+            return
+        if alert is not None and alert.severity_rank == finding.severity.rank:
             alert.last_seen_at = max(alert.last_seen_at, now)
             alert.clear_since = None  # it came back before clearing for a full check: the same alert
             return
@@ -431,16 +435,22 @@ def _attach(
     findings: Sequence[FindingRecord],
     now: datetime,
     policy: Alerting,
+    *,
+    lower: bool = False,
 ) -> None:
-    """A repeat: no new webhook, except to webhooks that a worse severity now concerns."""
+    """A repeat: no new webhook, except to webhooks a worse severity now concerns that have not heard
+    the alert open yet. With `lower`, a better severity lowers the alert in place, with no webhook."""
     session.add_all(AlertFinding(alert_id=alert.id, finding_id=f.id) for f in findings)
     alert.last_seen_at = max(alert.last_seen_at, now)
     alert.clear_since = None
-    if severity.rank > alert.severity_rank:
-        previous = alert.severity_rank
+    if severity.rank > alert.severity_rank or (lower and severity.rank < alert.severity_rank):
+        raised = severity.rank > alert.severity_rank
         alert.severity, alert.severity_rank, alert.message = severity.value, severity.rank, message
-        newly = [w for w in policy.webhooks_for(severity.rank) if w.min_severity.rank > previous]
-        announce(session, alert, server.name, AlertEvent.OPENED, newly, now, policy)
+        alert_event(session, alert, server.name, "raised" if raised else "lowered")
+        if raised:
+            heard = opened_for(session, alert.id)
+            newly = [w for w in policy.webhooks_for(severity.rank) if w.name not in heard]
+            announce(session, alert, server.name, AlertEvent.OPENED, newly, now, policy)
 
 
 def announce(

@@ -17,7 +17,8 @@ log = logging.getLogger("drift_monitor.alerts")
 
 
 def alert_event(session: Session, alert: Alert, server: str, event: str, *, by: str | None = None) -> None:
-    """Count and log `event` ("opened", "acknowledged", "resolved") for `alert` after commit, with
+    """Count and log `event` ("opened", "acknowledged", "resolved"; "raised" or "lowered" when its
+    severity changes in place) for `alert` after commit, with
     `by`, the caller who did it (None: the monitor itself)."""
     alert_id, rule, severity, tool = alert.id, alert.rule, alert.severity, alert.tool
     subject = server + (f" / {make_visible(tool)}" if tool else "")

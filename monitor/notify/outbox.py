@@ -14,16 +14,24 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 from monitor.config.webhooks import WebhookConfig
-from monitor.core.states import DeliveryState
+from monitor.core.states import AlertEvent, DeliveryState
 from monitor.notify.sinks import render
 from monitor.store.models import WebhookDelivery
 
 DEFAULT_EXPIRY = timedelta(hours=24)
 _WAKES = "drift_monitor.webhook_wakes"
+
+
+def opened_for(session: Session, alert_id: int) -> set[str]:
+    """The webhooks an `alert.opened` of this alert was queued for (whatever became of it)."""
+    query = select(WebhookDelivery.webhook).where(
+        WebhookDelivery.alert_id == alert_id, WebhookDelivery.event_type == AlertEvent.OPENED
+    )
+    return set(session.scalars(query))
 
 
 def enqueue(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from monitor.core.diff import diff_listings
@@ -152,6 +152,8 @@ class Current:
     listing_id: int
     grace: timedelta
     """The session grace, or the listing's `ttlMs` when longer: a host may lawfully keep it that long."""
+    profile: str | None = None
+    """The client view it is the current listing of; None: the server's own versions."""
 
 
 class Currents:
@@ -161,6 +163,7 @@ class Currents:
         self.session = session
         self.grace = grace
         self.cache: dict[tuple[int, str | None], Current | None] = {}
+        self.left: dict[tuple[int, str | None, str], datetime | None] = {}
 
     def of(self, server: Server, host: HostSession) -> Current | None:
         view = self._view(server, host)
@@ -172,13 +175,56 @@ class Currents:
                     select(Listing.fingerprint).where(Listing.id == view.listing_id)
                 )
                 assert fingerprint is not None
-                self.cache[key] = Current(view.first_seen, fingerprint, view.listing_id, grace)
+                self.cache[key] = Current(view.first_seen, fingerprint, view.listing_id, grace, view.profile)
             else:
                 row = _current(self.session, server.id)
                 self.cache[key] = (
                     Current(row[0].first_seen, row[1], row[0].listing_id, grace) if row else None
                 )
         return self.cache[key]
+
+    def stale_since(self, server: Server, host: HostSession) -> datetime | None:
+        """When the session started lagging: the later of its report and the moment the server (its
+        client view) moved off the listing the session holds. Newer versions after that move nothing:
+        the session has been behind since the first listing it did not get (docs/contract.md
+        section 13). A listing the monitor never saw: since the session reported it."""
+        current = self.of(server, host)
+        if current is None or current.fingerprint == host.fingerprint:
+            return None
+        left = self._left_at(server.id, current.profile, host.fingerprint)
+        return max(host.fingerprint_since, left) if left is not None else host.fingerprint_since
+
+    def is_stale(self, server: Server, host: HostSession, now: datetime) -> bool:
+        """Lagging for longer than the grace (stretched to the listing's `ttlMs`)."""
+        since = self.stale_since(server, host)
+        current = self.of(server, host)
+        return since is not None and current is not None and now - since > current.grace
+
+    def _left_at(self, server_id: int, profile: str | None, held: str) -> datetime | None:
+        """When the listing after the newest span that showed `held` was first seen; None if none did."""
+        key = (server_id, profile, held)
+        if key not in self.left:
+            spans: Any = (  # the server's versions, or one client view's spans, oldest first
+                select(Snapshot.version, Snapshot.listing_id, Snapshot.first_seen).where(
+                    Snapshot.server_id == server_id
+                )
+                if profile is None
+                else select(ClientView.id, ClientView.listing_id, ClientView.first_seen).where(
+                    ClientView.server_id == server_id, ClientView.profile == profile
+                )
+            ).subquery()
+            order, listing, first_seen = spans.c
+            newest_held = self.session.scalar(
+                select(func.max(order))
+                .join(Listing, Listing.id == listing)
+                .where(Listing.fingerprint == held)
+            )
+            self.left[key] = (
+                self.session.scalar(select(func.min(first_seen)).where(order > newest_held))
+                if newest_held is not None
+                else None
+            )
+        return self.left[key]
 
     def _view(self, server: Server, host: HostSession) -> ClientView | None:
         """The client view that declared what the host declared (and, among several, the one whose
@@ -207,25 +253,12 @@ def _current(session: Session, server_id: int) -> tuple[Snapshot, str] | None:
     return (row[0], row[1]) if row else None
 
 
-def _stale_since(host: HostSession, current: Current | None) -> datetime | None:
-    """When the session started lagging: the later of its report and the current listing's start."""
-    if current is None or current.fingerprint == host.fingerprint:
-        return None
-    return max(host.fingerprint_since, current.since)
-
-
-def _is_stale(host: HostSession, current: Current | None, now: datetime) -> bool:
-    """Lagging for longer than the grace (stretched to the listing's `ttlMs`)."""
-    since = _stale_since(host, current)
-    return since is not None and current is not None and now - since > current.grace
-
-
 def count_stale(session: Session, *, now: datetime, grace: timedelta) -> int:
     """How many sessions `list_sessions(stale_only=True)` would list (the overview's tile), by the
     same test: each session against its client view's listing, with the `ttlMs`-stretched grace."""
     rows = session.execute(select(HostSession, Server).join(Server, Server.id == HostSession.server_id)).all()
     currents = Currents(session, grace)
-    return sum(1 for host, server in rows if _is_stale(host, currents.of(server, host), now))
+    return sum(1 for host, server in rows if currents.is_stale(server, host, now))
 
 
 def list_sessions(
@@ -237,7 +270,7 @@ def list_sessions(
     currents = Currents(session, grace)
     for host, server in rows:
         current = currents.of(server, host)
-        stale = _is_stale(host, current, now)
+        stale = currents.is_stale(server, host, now)
         if stale_only and not stale:
             continue
         views.append(
@@ -251,7 +284,7 @@ def list_sessions(
                 fingerprint=host.fingerprint,
                 current_fingerprint=current.fingerprint if current else None,
                 stale=stale,
-                stale_since=_stale_since(host, current) if stale else None,
+                stale_since=currents.stale_since(server, host) if stale else None,
             )
         )
     views.sort(key=lambda v: (not v.stale, v.connected_at))
@@ -337,7 +370,7 @@ def check_sessions(
         current = currents.of(server, host)
         missed = (
             missed_changes(session, host.fingerprint, current.listing_id, current.fingerprint)
-            if current is not None and _is_stale(host, current, now)
+            if current is not None and currents.is_stale(server, host, now)
             else []
         )
         if missed != []:  # a list of what it missed, or None: a listing the monitor never saw

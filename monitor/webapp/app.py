@@ -178,6 +178,19 @@ def _wants_json(request: Request) -> bool:
     return is_api_path(request.url.path)
 
 
+def _how_to_fix(error: Any) -> str:
+    """A hint for the usual mistake behind an error: a time's `+00:00` sent unencoded in a query
+    string arrives as ` 00:00`, since a `+` there means a space."""
+    given = error.get("input")
+    kind = str(error.get("type", ""))
+    if kind.startswith(("datetime", "date_")) and isinstance(given, str) and " " in given.strip():
+        return (
+            " (a '+' in a query string reads as a space: write the offset's '+' as %2B, "
+            "or give the time in UTC ending in Z)"
+        )
+    return ""
+
+
 def _validation_detail(exc: RequestValidationError) -> tuple[str, list[dict[str, Any]]]:
     """Each problem as `where: what`, without echoing the input (a body may carry header secrets)."""
     items = []
@@ -190,6 +203,7 @@ def _validation_detail(exc: RequestValidationError) -> tuple[str, list[dict[str,
                 if name in PATTERN_MESSAGES:
                     message = PATTERN_MESSAGES[name]
                     break
+        message += _how_to_fix(error)
         items.append({"loc": loc, "msg": message, "type": str(error.get("type", "value_error"))})
     detail = "; ".join(f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in items)
     return detail or "the request is invalid", items

@@ -198,6 +198,8 @@ class DiffView:
     tools: list[ToolChangeView]
     stored: bool
     """True when the findings are the ones recorded when the change was detected (adjacent versions)."""
+    findings: list[FindingFields] = field(default_factory=list)
+    """Every finding between the two, worst first: the tools' and the server's own (no tool)."""
 
 
 def server_definition(session: Session, server_id: int, fingerprint: str) -> dict[str, Any] | None:
@@ -323,7 +325,7 @@ def diff_versions(session: Session, server_id: int, old_version: int, new_versio
         if finding.tool is not None:
             tools.setdefault(finding.tool, ToolChangeView(finding.tool, None, None)).findings.append(finding)
     ordered = sorted(tools.values(), key=lambda t: (-max((f.rank for f in t.findings), default=-1), t.name))
-    return DiffView(old, new, ordered, stored)
+    return DiffView(old, new, ordered, stored, sorted(findings, key=lambda f: -f.rank))
 
 
 # --- one tool's history --------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""/api/v1/alerts: the alerts newest first, one with its findings and deliveries; acknowledge, resolve."""
+"""/api/v1/alerts: the alerts worst first (as the dashboard lists them), one with its findings and
+deliveries; acknowledge, resolve."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from monitor.core.rules import Severity
-from monitor.core.states import AlertState
+from monitor.core.states import AlertStateFilter
 from monitor.identity.acts import Acting
 from monitor.identity.callers import may_read, may_respond
 from monitor.notify import handling
@@ -46,13 +47,18 @@ router = APIRouter(
 
 @router.get(
     "/alerts",
-    summary="Alerts newest first",
+    summary="Alerts worst first, then newest",
     dependencies=[Depends(may_read)],
     responses=not_found("server"),
 )
 def list_alerts(
     session: ReadSession,
-    state: AlertState | None = None,
+    state: Annotated[
+        AlertStateFilter,
+        Query(
+            description="`unresolved`: open and acknowledged (the dashboard's default); `all`: every state"
+        ),
+    ] = AlertStateFilter.ALL,
     server: Annotated[str | None, Query(max_length=200, pattern=SERVER_NAME)] = None,
     min_severity: Severity | None = None,
     severity: Annotated[Severity | None, Query(description="Exactly this severity")] = None,
@@ -60,17 +66,23 @@ def list_alerts(
     limit: Limit = 100,
     before: IntCursor = None,
 ) -> Page[AlertRecord, int]:
+    """By severity, worst first, then newest first (docs/contract.md section 13). `next_before` is
+    the last alert's id; the next page continues after that alert's place in this order."""
     if severity is not None and min_severity is not None:
         raise contradiction(("severity", "min_severity"), "give severity or min_severity, not both")
+    after = queries.find_alert(session, before) if before is not None else None
+    before_rank = after.severity.rank if after is not None else None  # gone: every alert older than it
     rows = queries.list_alerts(
         session,
-        state=state,
+        states=state.states(),
         server_id=server_id_or_404(session, server) if server is not None else None,
         min_severity=min_severity,
         severity=severity,
         rule=rule,
         limit=limit + 1,
         before=before,
+        before_rank=before_rank,
+        worst_first=True,
     )
     return Page.of(rows, limit, lambda alert: alert.id)
 

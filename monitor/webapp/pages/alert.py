@@ -10,6 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 
+from monitor.core.rules import Severity
 from monitor.identity.acts import Acting
 from monitor.identity.callers import page_read, page_respond
 from monitor.notify import handling
@@ -41,7 +42,7 @@ def timeline(detail: AlertDetail) -> list[Moment]:
     """Opened, each finding it gathered, each delivery, acknowledged and resolved, in time order."""
     alert = detail.alert
     moments = [Moment(alert.opened_at, "opened")]
-    moments += [Moment(f.detected_at, f"finding: {f.severity} {f.rule}", f.message) for f in detail.findings]
+    moments += _findings(detail)
     for delivery in detail.deliveries:
         moments.append(
             Moment(delivery.created_at, f"{delivery.event_type} queued for webhook {delivery.webhook}")
@@ -60,6 +61,26 @@ def timeline(detail: AlertDetail) -> list[Moment]:
         how = f"resolved by {alert.resolved_by}" if alert.resolved_by else "resolved: the condition cleared"
         moments.append(Moment(alert.resolved_at, how, alert.resolve_note))
     return sorted(moments, key=lambda moment: moment.at)
+
+
+def _findings(detail: AlertDetail) -> list[Moment]:
+    """Each finding; one of a standing condition (a session behind) that changed the alert's severity
+    in place reads as the severity raised or lowered, from what to what."""
+    moments = []
+    previous: str | None = None
+    for finding in detail.findings:
+        severity = finding.severity.value
+        if detail.alert.session_id is not None and previous is not None and severity != previous:
+            way = "raised" if finding.severity.rank > Severity(previous).rank else "lowered"
+            moments.append(
+                Moment(finding.detected_at, f"severity {way} from {previous} to {severity}", finding.message)
+            )
+        else:
+            moments.append(
+                Moment(finding.detected_at, f"finding: {severity} {finding.rule}", finding.message)
+            )
+        previous = severity
+    return moments
 
 
 @router.get("/alerts/{alert_id}", response_class=HTMLResponse)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 
 from monitor.core.ijson import storable
-from monitor.core.states import AlertState
+from monitor.core.states import AlertStateFilter
 from monitor.identity.acts import Acting
 from monitor.identity.callers import page_read, page_respond
 from monitor.notify import handling
@@ -32,14 +32,8 @@ router = APIRouter(include_in_schema=False, dependencies=[Depends(page_read)])
 ALERTS_PER_PAGE = 100
 
 
-STATE_CHOICES = ("unresolved", "open", "acknowledged", "resolved", "all")
+STATE_CHOICES = tuple(AlertStateFilter)
 """`unresolved` (open and acknowledged) is the default: an acknowledged alert is still an incident."""
-
-
-def _states(state: str) -> tuple[AlertState, ...] | None:
-    if state == "unresolved":
-        return AlertState.unresolved()
-    return None if state == "all" else (AlertState(state),)
 
 
 def _cursor(value: str | None) -> tuple[int, int] | None:
@@ -72,7 +66,7 @@ def alerts_page(
     cursor = _cursor(before)
     rows = queries.list_alerts(
         session,
-        states=_states(state),
+        states=AlertStateFilter(state).states(),
         severity=exact,
         server_id=find_server_or_404(session, server).id if server else None,
         rule=rule or None,
