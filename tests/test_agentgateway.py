@@ -11,7 +11,9 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
+import grpc
 import pytest
+from pydantic import ValidationError
 from sqlalchemy import select
 from support import tool
 from support.agentgateway import Gateway, serving_gateway
@@ -191,3 +193,21 @@ def test_a_taken_port_is_an_error_not_a_shared_port(gated: tuple[Gate, Gateway])
     adapter = GatewayAdapter(state.decision_point, state.web.identity)
     with pytest.raises(OSError, match="cannot listen"):
         GatewayServer(adapter, f"127.0.0.1:{port}", max_message_bytes=1 << 20)
+
+
+def test_a_message_over_the_limit_is_the_gateways_failure_mode(gated: tuple[Gate, Gateway]) -> None:
+    """The one refusal that is a gRPC error: the message is not read at all. agentgateway then
+    follows its `failureMode` (docs/integrations.md: keep `failClosed`)."""
+    _, gateway = gated
+    huge = json.dumps({"name": "search", "arguments": {"blob": "x" * (2 << 20)}}).encode()
+    with pytest.raises(grpc.RpcError) as raised:
+        gateway.call("demo", None, params=huge)
+    assert raised.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+    assert refusal(gateway.call("demo", "search")) is None, "and the next call is answered"
+
+
+@pytest.mark.parametrize("listen", ["9091", "127.0.0.1:", "127.0.0.1:http", "[::1]:70000", ":9091"])
+def test_the_listen_address_is_host_and_port(listen: str) -> None:
+    with pytest.raises(ValidationError, match="HOST:PORT"):
+        DecisionSettings(agentgateway_listen=listen)
+    assert DecisionSettings(agentgateway_listen="[::1]:9091").agentgateway_listen == "[::1]:9091"
