@@ -14,11 +14,14 @@ from datetime import UTC, datetime, timedelta
 
 import uvicorn
 
+from monitor.approvals.gateway import GatewayAdapter, GatewayServer
+from monitor.approvals.point import DecisionPoint
 from monitor.collect.poller import Job, Poller
 from monitor.collect.scheduler import LeaseRelease, Scheduler, instance_id, lock_sqlite
 from monitor.collect.targets import limits_for
 from monitor.collect.watch import WatchManager
 from monitor.config import Config
+from monitor.identity.callers import Identity
 from monitor.notify.alerts import Alerting, alerting_store
 from monitor.notify.delivery import Deliverer
 from monitor.notify.repost import repost_open_alerts
@@ -53,6 +56,7 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
         scheduler.register(datetime.now(UTC))
         watch = WatchManager(store, scheduler)
         app = create_app(store, config, poll_now=_poll_now(poller, scheduler), alerting=alerting)
+        gateway = _gateway(app.state.decision_point, app.state.web.identity, config)
         server = _QuietServer(  # log_config and log_level None: uvicorn logs through the process's
             # handlers at the levels `cli.logs` set (a level here would turn its access lines back on)
             uvicorn.Config(app, host=host, port=port, log_level=None, lifespan="on", log_config=None)
@@ -63,7 +67,12 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
 
-        listener = _listen(host, port)
+        try:
+            listener = _listen(host, port)
+        except StartupError:
+            if gateway is not None:
+                gateway.stop(0)
+            raise
         bound = listener.getsockname()[1]
         background = [
             asyncio.create_task(server.serve(sockets=[listener]), name="web"),
@@ -76,6 +85,9 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
             background.append(asyncio.create_task(repost, name="repost"))
         with long_running_heap():
             scheduler.start()
+            if gateway is not None:
+                gateway.start()
+                log.info("answering agentgateway's MCP guardrails (ExtMcp gRPC) on %s", gateway.listen)
             url = f"http://{host}:{bound}"
             log.info("drift-monitor %s serving on %s", owner, url)
             if ready is not None:
@@ -85,6 +97,8 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
             stop.set()
             log.info("shutting down: finishing in-flight polls")
             await scheduler.stop()
+            if gateway is not None:  # before the web app, whose shutdown writes the decisions waiting
+                await asyncio.to_thread(gateway.stop, GATEWAY_GRACE)
             server.should_exit = True
             await asyncio.gather(*background, return_exceptions=True)
             poller.close()
@@ -92,6 +106,24 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
         engine.dispose()
         if lock is not None:
             lock.close()
+
+
+GATEWAY_GRACE = 5.0
+"""Seconds agentgateway's calls under way get to finish at shutdown."""
+
+
+def _gateway(point: DecisionPoint, identity: Identity, config: Config) -> GatewayServer | None:
+    """The ExtMcp service for agentgateway, bound (not started), when `[decisions] agentgateway_listen`
+    is set: it asks the web app's decision point, so its decisions count and are kept alike."""
+    listen = config.decisions.agentgateway_listen
+    if listen is None:
+        return None
+    try:
+        return GatewayServer(
+            GatewayAdapter(point, identity), listen, max_message_bytes=config.monitor.max_request_bytes
+        )
+    except OSError as exc:
+        raise StartupError(str(exc)) from None
 
 
 GC_YOUNG_THRESHOLD = 10_000

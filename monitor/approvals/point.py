@@ -219,6 +219,31 @@ class DecisionPoint:
             name: verified(lookup.view.verdict(name), verification, now) for name in sorted(lookup.view.tools)
         }
 
+    def listed_for_named_host(
+        self, server: str, *, normalise: Normalise
+    ) -> dict[str, DecisionKind] | Unmonitored:
+        """The decision about every tool the monitor's current listing of a server (named the host's
+        way) holds, for a gateway filtering `tools/list`; nothing counted or kept (a listing is no call).
+        When the name means several servers, a tool is at the strictest of them, and a deny where one
+        of them lacks it."""
+        found = self._named(server, normalise)
+        if isinstance(found, Unmonitored):
+            return found
+        decisions: dict[str, DecisionKind] = {}
+        for index, lookup in enumerate(found):
+            view, state = lookup.view, lookup.state
+            assert view is not None and state is not None
+            verification, now = self._verification(view, state), self.clock()
+            listed = {
+                normalise(name): verified(view.verdict(name), verification, now).decision
+                for name in view.tools
+            }
+            for name in decisions.keys() | listed.keys():
+                here = listed.get(name, DecisionKind.DENY)
+                before = decisions.get(name, DecisionKind.DENY if index else here)
+                decisions[name] = max(here, before, key=lambda kind: kind.strictness)
+        return decisions
+
     # --- the steps ---------------------------------------------------------------------------------
 
     def _named(self, server: str, normalise: Normalise) -> list[Lookup] | Unmonitored:

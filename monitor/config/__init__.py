@@ -229,6 +229,19 @@ class DecisionSettings(BaseModel):
     """Optional: a decision about a server last polled longer ago than this polls it first (at most
     once per this interval per server, waiting at most `refresh_wait`)."""
     refresh_wait: Duration = Field(default=2.0, gt=0, le=30)
+    agentgateway_listen: str | None = None
+    """`HOST:PORT` where `serve` answers agentgateway's MCP guardrails (ExtMcp over cleartext gRPC,
+    docs/integrations.md); off when unset."""
+
+    @field_validator("agentgateway_listen")
+    @classmethod
+    def _listen_address(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        host, _, port = value.rpartition(":")
+        if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError(f"{value!r}: use HOST:PORT, for example 127.0.0.1:9091 or [::1]:9091")
+        return value
 
 
 class AuthSettings(BaseModel):

@@ -83,16 +83,8 @@ class Identity:
         source = client_address(connection)
         self.signer.load()  # here, off the event loop: the form checks and pages sign with it
         secret = bearer_of(connection) or (basic_password(connection) if basic else None)
-        if secret is not None:
-            if self.token is not None and hmac.compare_digest(
-                secret.encode("utf-8", "surrogatepass"), self.token.encode("utf-8", "surrogatepass")
-            ):
-                return Caller(CONFIG_NAME, Role.ADMIN, Via.TOKEN, source)
-            with self.sessions.begin() as session:
-                found = token_caller(session, secret, self.clock(), source)
-            return found or Caller("an unknown token", None, Via.REFUSED, source)
-        if api:
-            return Caller("anonymous", None, Via.OPEN if self.open() else Via.NONE, source)
+        if secret is not None or api:
+            return self.identify_token(secret, source)
         if self.auth.proxy_header and trusted(source, self.auth.trusted_proxies):
             person = connection.headers.get(self.auth.proxy_header, "").strip()
             if person:
@@ -108,6 +100,19 @@ class Identity:
                 return Caller(found.name, found.role, Via.SESSION, source, signed.sid)
         sid = signed.sid if signed is not None else None
         return Caller("anonymous", None, Via.OPEN if self.open() else Via.NONE, source, sid)
+
+    def identify_token(self, secret: str | None, source: str) -> Caller:
+        """A caller identified by its token alone (an API request, the agentgateway adapter's gRPC
+        calls): nobody without one, `Via.REFUSED` for a secret that is no valid token."""
+        if secret is None:
+            return Caller("anonymous", None, Via.OPEN if self.open() else Via.NONE, source)
+        if self.token is not None and hmac.compare_digest(
+            secret.encode("utf-8", "surrogatepass"), self.token.encode("utf-8", "surrogatepass")
+        ):
+            return Caller(CONFIG_NAME, Role.ADMIN, Via.TOKEN, source)
+        with self.sessions.begin() as session:
+            found = token_caller(session, secret, self.clock(), source)
+        return found or Caller("an unknown token", None, Via.REFUSED, source)
 
     def _proxied(self, connection: HTTPConnection, person: str, source: str) -> Caller:
         roles = [self.auth.users[person]] if person in self.auth.users else []
@@ -261,7 +266,12 @@ async def declares_bearer(_credentials: Bearer = None) -> None:
 def hook_refusal(request: Request) -> str | None:
     """Why the caller of a host hook may not have a decision (None: it may): the hook answers this
     as a deny, since a host runs the call when its hook gets a 401 or 403. The refusal is audited."""
-    caller = caller_of(request)
+    identity: Identity = request.app.state.web.identity
+    return decide_refusal(identity, caller_of(request), f"{request.method} {request.url.path}")
+
+
+def decide_refusal(identity: Identity, caller: Caller, target: str) -> str | None:
+    """Why `caller` may not have a decision (None: it may), audited as `hook.refused` on `target`."""
     if caller.may(Permission.DECIDE):
         return None
     if caller.via == Via.UNVERIFIED:
@@ -272,8 +282,7 @@ def hook_refusal(request: Request) -> str | None:
         why = "this hook sent no token: a deny until it sends one with the role decide"
     else:
         why = f"this hook's token may not ask for decisions: {refusal(caller, Permission.DECIDE)}"
-    identity: Identity = request.app.state.web.identity
-    identity.refuse(caller, "hook.refused", f"{request.method} {request.url.path}", why)
+    identity.refuse(caller, "hook.refused", target, why)
     return why
 
 
