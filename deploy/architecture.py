@@ -55,6 +55,7 @@ UNITS = {
         "point": "notify",
         "api": "webapp",
         "hooks": "webapp",
+        "lane": "webapp",
         "pages": "webapp",
         "cli": "cli",
         "hookcommand": "cli",
