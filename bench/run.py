@@ -16,6 +16,7 @@ BENCHMARKS = [
     "bench_scale",
     "bench_latency",
     "bench_decisions",
+    "bench_hook_burst",
     "bench_hook_command",
     "bench_refusals",
     "bench_hostile_pages",

@@ -57,6 +57,7 @@ UNITS = {
         "api": "webapp",
         "hooks": "webapp",
         "gateway": "webapp",
+        "lane": "webapp",
         "pages": "webapp",
         "cli": "cli",
         "hookcommand": "cli",

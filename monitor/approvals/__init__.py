@@ -21,6 +21,7 @@ approved (docs/contract.md section 10). Everything about that lives here, one mo
 | `api` | webapp | `/api/v1/servers/{name}/approvals`, `/api/v1/decisions`, enforced annotations |
 | `hooks` | webapp | the hosts' shapes: Claude Code's, Codex's and Gemini CLI's hooks, ToolHive's PDP |
 | `gateway` | webapp | agentgateway's MCP guardrails: the ExtMcp gRPC service `serve` runs beside the app |
+| `lane` | webapp | the decision lane: admission, a deadline and threads of its own (bounded answers) |
 | `pages` | webapp | approving and revoking from the dashboard |
 | `cli` | cli | `drift-monitor approve`, `revoke` |
 | `hookcommand` | cli | `drift-monitor hook HOST`: a command hook, standard library only, failing closed |

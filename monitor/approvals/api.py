@@ -4,20 +4,21 @@
 `/api/v1/servers/{name}/approval` sets the mode; `POST /api/v1/decisions` is the general form of a
 decision, and `/api/v1/servers/{name}/annotations/enforced` the enforced annotations of every tool.
 Changes go through `monitor.approvals.service`, and its errors become the same status codes here
-and on the dashboard (`http_status`). Decision handlers are sync (a decision may read the
-database), so FastAPI runs them in its threadpool, off the event loop.
+and on the dashboard (`http_status`). A decision may read the database, so it runs off the
+event loop: on the decision lane's threads (`monitor.approvals.lane`).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Query, Response
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import HTTPConnection
 
 from monitor.approvals import service, storage
 from monitor.approvals.errors import ApprovalError, Conflict, NotFound
+from monitor.approvals.lane import DecisionLane
 from monitor.approvals.point import DecisionPoint
 from monitor.approvals.records import ApprovalRecord
 from monitor.core.ijson import storable
@@ -289,17 +290,33 @@ class DecisionOut(BaseModel):
     annotations: DecisionAnnotations
 
 
+BUSY = "too many decisions at once: not decided, ask again shortly (until then, fail closed)"
+
+
+def busy(_body: bytes) -> Response:
+    """The decision API's answer when the decision lane is full (`monitor.approvals.lane`): a 503
+    with `Retry-After`, which a gateway treats as any failure to decide: it does not call the tool."""
+    return ApiJSONResponse({"detail": BUSY}, 503, headers={"Retry-After": "1"})
+
+
 @decisions.post(
     "/decisions",
     summary="Should this tool be called now? allow, ask or deny, with the reason",
     response_model=DecisionOut,
-    responses=not_found("server"),
+    responses={**not_found("server"), 503: {"model": ErrorOut, "description": BUSY}},
 )
-def decide(body: DecisionIn, point: Point) -> Response:
+async def decide(body: DecisionIn, point: Point, request: Request) -> Response:
     """Answered straight from the verdict's JSON (its shape is `DecisionOut`): no second validation
-    on the path every tool call takes."""
-    answer = point.decide(
-        body.server, body.tool, fingerprint=body.fingerprint, session_id=body.session_id, client=body.client
+    on the path every tool call takes. Decided on the decision lane's threads; a request the lane
+    had no room for in time is answered 503 before it gets here (`busy`)."""
+    lane: DecisionLane = request.app.state.decision_lane
+    answer = await lane.run(
+        point.decide,
+        body.server,
+        body.tool,
+        fingerprint=body.fingerprint,
+        session_id=body.session_id,
+        client=body.client,
     )
     if answer is None:
         raise HTTPException(404, f"no server named {body.server!r}")

@@ -26,12 +26,13 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.concurrency import run_in_threadpool
 
 from monitor.approvals.api import Point
 from monitor.approvals.inputs import Unreadable, read_object
+from monitor.approvals.lane import DecisionLane
 from monitor.approvals.names import claude_name, exact_name, gemini_name
 from monitor.approvals.point import Answer, DecisionPoint, Unmonitored
+from monitor.config import Config
 from monitor.core.ijson import storable
 from monitor.core.states import DecisionKind
 from monitor.core.text import make_visible
@@ -204,8 +205,9 @@ async def _answer_hook(
     denies, because the host would run the call on a 401, a 403 or a 500."""
     refused = hook_refusal(request)
     hook = refused if refused is not None else await read_input(request, web.config.monitor.max_request_bytes)
+    lane: DecisionLane = request.app.state.decision_lane
     try:
-        result = await run_in_threadpool(answer, point, hook)
+        result = await lane.run(answer, point, hook)
     except Exception:
         log.exception("a hook decision failed: answered deny")
         result = answer(point, "the monitor failed while deciding (see its log)")
@@ -372,3 +374,86 @@ def toolhive_answer(point: DecisionPoint, porc: dict[str, Any] | str) -> PdpOut:
 )
 async def toolhive_decision(request: Request, point: Point, web: Web) -> Response:
     return await _answer_hook(request, point, web, toolhive_answer)
+
+
+# --- answers without deciding (the decision lane is full: `monitor.approvals.lane`) ----------------
+
+BUSY_REASON = (
+    "too many decisions at once: answered without deciding (the monitor could not verify this tool "
+    "in time; ask again)"
+)
+
+
+def busy_decision(config: Config) -> DecisionKind:
+    """What a call the monitor had no time to decide gets: what it cannot verify recently gets,
+    `[decisions] stale_decision` (ask, or deny); never allow."""
+    return DecisionKind(config.decisions.stale_decision)
+
+
+def _mcp_call(hook: dict[str, Any] | str, event: str, prefix: str) -> bool | None:
+    """Whether a hook input is about an MCP tool (None: it cannot be read, which is a deny)."""
+    if isinstance(hook, str):
+        return None
+    tool_name, name = hook.get("tool_name"), hook.get("hook_event_name")
+    if not isinstance(tool_name, str) or not isinstance(name, str):
+        return None
+    return name == event and (tool_name.startswith(prefix) or isinstance(hook.get("mcp_context"), dict))
+
+
+def _unreadable(hook: dict[str, Any] | str) -> str:
+    return hook if isinstance(hook, str) else "the hook input has no tool_name or hook_event_name"
+
+
+def _busy_claude(hook: dict[str, Any] | str, decision: DecisionKind) -> BaseModel:
+    mcp = _mcp_call(hook, "PreToolUse", "mcp__")
+    if mcp is None:
+        return _pre_tool_use(DecisionKind.DENY, _unreadable(hook))
+    return _pre_tool_use(decision, BUSY_REASON) if mcp else HookOut()
+
+
+def _busy_codex(hook: dict[str, Any] | str, decision: DecisionKind) -> BaseModel:
+    """Codex takes only a deny (`codex_answer`)."""
+    mcp = _mcp_call(hook, "PreToolUse", "mcp__")
+    if mcp is None:
+        return _pre_tool_use(DecisionKind.DENY, _unreadable(hook))
+    return _pre_tool_use(DecisionKind.DENY, BUSY_REASON) if mcp else HookOut()
+
+
+def _busy_gemini(hook: dict[str, Any] | str, decision: DecisionKind) -> BaseModel:
+    mcp = _mcp_call(hook, "BeforeTool", "mcp_")
+    if mcp is False:
+        return GeminiOut()
+    kind, reason = (decision, BUSY_REASON) if mcp else (DecisionKind.DENY, _unreadable(hook))
+    return GeminiOut(decision=kind, reason=_reason(reason), systemMessage=_reason(reason))
+
+
+def _busy_toolhive(porc: dict[str, Any] | str, decision: DecisionKind) -> BaseModel:
+    """Not even operations other than tool calls: the caller was not identified."""
+    return PdpOut(allow=False)
+
+
+BUSY: dict[str, Callable[[dict[str, Any] | str, DecisionKind], BaseModel]] = {
+    "/api/v1/hooks/claude-code": _busy_claude,
+    "/api/v1/hooks/codex": _busy_codex,
+    "/api/v1/hooks/gemini-cli": _busy_gemini,
+    TOOLHIVE_DECISION_PATH: _busy_toolhive,
+}
+"""Each host's answer to a call decided without deciding: fail-closed in its own terms."""
+
+
+def busy_answers(config: Config) -> dict[str, Callable[[bytes], Response]]:
+    """For `monitor.approvals.lane.Admission`: each hook path's answer, from the request's body, when
+    the lane is full. The caller was not identified, so nothing here is an allow."""
+    decision = busy_decision(config)
+
+    def answering(path: str) -> Callable[[bytes], Response]:
+        def answer(body: bytes) -> Response:
+            try:
+                hook: dict[str, Any] | str = read_object(body)
+            except Unreadable as exc:
+                hook = str(exc)
+            return ApiJSONResponse(BUSY[path](hook, decision).model_dump(exclude_none=True))
+
+        return answer
+
+    return {path: answering(path) for path in BUSY}

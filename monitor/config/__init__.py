@@ -229,6 +229,13 @@ class DecisionSettings(BaseModel):
     """Optional: a decision about a server last polled longer ago than this polls it first (at most
     once per this interval per server, waiting at most `refresh_wait`)."""
     refresh_wait: Duration = Field(default=2.0, gt=0, le=30)
+    at_once: int = Field(default=32, ge=1, le=256)
+    max_waiting: int = Field(default=5000, ge=0)
+    max_wait: Duration = Field(default=0.4, gt=0, le=4)
+    """Decision requests (host hooks, the decision API) are decided `at_once` at a time; the others
+    wait, at most `max_waiting` of them, each at most `max_wait` seconds for its turn, then it is
+    answered without deciding: a hook's `stale_decision` (never allow), the
+    API's 503 (`monitor.approvals.lane`)."""
     agentgateway_listen: str | None = None
     """`HOST:PORT` where `serve` answers agentgateway's MCP guardrails (ExtMcp over cleartext gRPC,
     docs/integrations.md); off when unset."""

@@ -32,6 +32,7 @@ import monitor
 from monitor.approvals import api as approvals_api
 from monitor.approvals import hooks
 from monitor.approvals import pages as approval_pages
+from monitor.approvals.lane import Admission, DecisionLane
 from monitor.approvals.point import DecisionPoint
 from monitor.config import Config
 from monitor.identity import api as identity_api
@@ -311,6 +312,8 @@ def create_app(
     app.include_router(hooks.router)
     app.include_router(hooks.pdp)
     app.state.decision_point = DecisionPoint(store, config, web.now, poll_now)
+    lane = DecisionLane(config.decisions.at_once, config.decisions.max_waiting, config.decisions.max_wait)
+    app.state.decision_lane = lane
     for page_module in (
         identity_pages,
         overview,
@@ -337,6 +340,8 @@ def create_app(
         refuse=_unauthorised,
         unavailable=_unavailable,
     )
+    busy = {**hooks.busy_answers(config), "/api/v1/decisions": approvals_api.busy}
+    app.add_middleware(Admission, lane=lane, answers=busy, limit=config.monitor.max_request_bytes)
     app.add_middleware(SecurityHeaders)
     return app
 
@@ -351,6 +356,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     if point.refresher is not None:
         point.refresher.loop = asyncio.get_running_loop()
     yield
+    await run_in_threadpool(app.state.decision_lane.close)
     await run_in_threadpool(point.recorder.close)
     await run_in_threadpool(app.state.web.identity.log.close)
 

@@ -134,6 +134,7 @@ def metrics(request: Request, web: Web, session: ReadSession) -> Response:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector(queries.read_metrics(session), now))
     registry.register(point_of(request).counts)
+    registry.register(request.app.state.decision_lane)
     encoder, content_type = choose_encoder(request.headers.get("accept", ""))
     body = encoder(registry)
     process = encoder(REGISTRY)  # this process's counters and histograms (`monitor.metrics`)

@@ -1,0 +1,302 @@
+"""A burst of Claude Code hook calls at a `serve` that is polling: is the decision path starved?
+
+Goal (issue 28, item 3): under 1,000 simultaneous Claude Code hook calls, every answer within the
+hook's 5 s timeout with p99 under 1 s, never an `allow` and never a non-2xx (Claude Code runs the
+tool on either), and `/healthz` responsive meanwhile, while the same process polls a fleet.
+
+The app process runs `monitor.service.serve` itself (scheduler, poller, store, web app, one
+process, as `drift-monitor serve` runs it) on a SQLite file holding `bench_decisions`' 100
+servers of 20 tools (fresh listings, every tenth server with a flipped tool) and `--fleet`
+raw-fleet servers (`raw_fleet.py`, 50 tools each) on a `--interval` interval, their current
+listings recorded beforehand (`bench_throughput.fill`), so the polls are the steady state.
+
+This process is the caller. It opens 1,000 connections and keeps them alive, then writes one hook
+call on each at once (as 1,000 hook processes with kept-alive connections would) and times each
+answer from the burst's start; meanwhile `/healthz` falls due every 10 ms over 8 more kept-alive
+connections, each timed from when it was due. Each answer is sorted: decided (the answer its tool
+should get: `{}` for an approved tool, a deny for a flipped one), answered without deciding (the
+fail-closed answer of a full decision lane: `ask`, or `deny`), an `allow` or another status (an
+error), or none within 30 s.
+
+`--before REV` runs the same against the code at git revision REV (extracted with `git archive`
+into a temporary folder) in the same run, first, on a copy of the same database and the same
+fleet: the figures to compare are the two rows of one run, not figures of another day.
+
+    python bench/bench_hook_burst.py [--before REV] [--fleet 1000] [--interval 30] [--bursts 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import common
+from bench_decisions import BURST, HOOK_TIMEOUT, HOST, TOKEN, Call, build, calls, read_response
+
+BENCH = Path(__file__).resolve().parent
+PROBE_EVERY = 0.01
+PROBE_CONNECTIONS = 8
+GIVE_UP = 30.0
+WARM = 8.0
+"""Seconds of polling before the first burst (the fleet's kept clients and the decision views)."""
+ASK = b'"permissionDecision":"ask"'
+DENY = b'"permissionDecision":"deny"'
+ALLOW = b'"permissionDecision":"allow"'
+
+
+# --- the app's process ------------------------------------------------------------------------------
+
+
+def serve_app(database: Path, urls_file: Path, interval: float, tree: str | None) -> None:
+    """`serve` over the decision servers and the fleet; prints `READY <port>`."""
+    if tree:  # the code before: its monitor and tests/support first on the path
+        sys.path[:0] = [tree, str(Path(tree) / "tests")]
+        for name in [n for n in sys.modules if n == "support" or n.startswith(("monitor", "support."))]:
+            del sys.modules[name]
+    from bench_throughput import fill
+
+    from monitor import service
+    from monitor.config import Config, MonitorSettings, ServerConfig
+    from monitor.store import Store, make_engine
+    from monitor.store.registration import sync_servers
+
+    urls = urls_file.read_text().split()
+    url = f"sqlite:///{database}"
+    servers = [
+        ServerConfig(name=f"s{n:03d}", transport="http", url="http://127.0.0.1:9/", interval=3600)
+        for n in range(100)
+    ] + [ServerConfig(name=f"s{i:05d}", transport="http", url=u) for i, u in enumerate(urls)]
+    config = Config(
+        monitor=MonitorSettings(database_url=url, poll_interval=interval, poll_timeout=10),
+        servers=servers,
+        source="bench",
+    )
+    engine = make_engine(url)
+    store = Store(engine)
+    sync_servers(store, servers, datetime.now(UTC))
+    fill(store, urls, interval)
+    engine.dispose()
+    os.environ[config.monitor.api_token_env] = TOKEN
+    ready = lambda address: print(f"READY {address.rsplit(':', 1)[1]}", flush=True)  # noqa: E731
+    asyncio.run(service.serve(config, HOST, 0, ready=ready))
+
+
+@dataclass
+class App:
+    name: str
+    port: int
+    pid: int
+
+
+@contextmanager
+def app_process(
+    name: str, database: Path, urls_file: Path, interval: float, tree: str | None
+) -> Iterator[App]:
+    command = [sys.executable, __file__, "--serve", str(database), "--urls-file", str(urls_file)]
+    command += ["--interval", str(interval), *(["--tree", tree] if tree else [])]
+    log = database.with_suffix(".log")
+    with log.open("w") as errors:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True)
+    try:
+        assert process.stdout is not None
+        ready = process.stdout.readline().split()
+        if ready[:1] != ["READY"]:
+            raise RuntimeError(f"the app did not start:\n{log.read_text()[-3000:]}")
+        yield App(name, int(ready[1]), process.pid)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+# --- the burst ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Burst:
+    latencies: list[float] = field(default_factory=list)
+    kinds: dict[str, int] = field(default_factory=dict)
+    in_time: int = 0
+    health: list[float] = field(default_factory=list)
+    load: float = 0.0
+    busy: float = 0.0
+    app_cpu: float = 0.0
+
+
+def sort(call: Call, status: bytes, body: bytes) -> str:
+    if status != b"200":
+        return f"status {status.decode()}"
+    if ALLOW in body:
+        return "allow (error)"
+    if call.answered(status, body):
+        return "decided"
+    if ASK in body or DENY in body:
+        return "without deciding"
+    return "other answer (error)"
+
+
+async def burst(port: int, hooks: list[Call], health: Call, count: int) -> Burst:
+    result = Burst()
+    connections = []
+    for _ in range(count):
+        connections.append(await asyncio.open_connection(HOST, port))
+    probes_pool: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
+    for _ in range(PROBE_CONNECTIONS):
+        probes_pool.put_nowait(await asyncio.open_connection(HOST, port))
+    finished = asyncio.Event()
+    start = 0.0
+
+    async def probe(due: float) -> None:
+        reader, writer = await probes_pool.get()
+        writer.write(health.request)
+        await read_response(reader)
+        probes_pool.put_nowait((reader, writer))
+        result.health.append((time.perf_counter() - due) * 1000)
+
+    async def probes() -> None:
+        first, k, running = time.perf_counter(), 0, []
+        while not finished.is_set():
+            due = first + k * PROBE_EVERY
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            running.append(asyncio.create_task(probe(due)))
+            k += 1
+        await asyncio.gather(*running)
+
+    async def one(call: Call, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(call.request)
+        status, body = await read_response(reader)
+        took = (time.perf_counter() - start) * 1000
+        result.latencies.append(took)
+        kind = sort(call, status, body)
+        result.kinds[kind] = result.kinds.get(kind, 0) + 1
+        result.in_time += kind in ("decided", "without deciding") and took <= HOOK_TIMEOUT * 1000
+
+    await asyncio.sleep(0.5)  # the connections settled
+    result.load = os.getloadavg()[0]
+    start = time.perf_counter()
+    prober = asyncio.create_task(probes())
+    tasks = [
+        asyncio.create_task(asyncio.wait_for(one(call, *pair), GIVE_UP))
+        for call, pair in zip(hooks[:count], connections, strict=True)
+    ]
+    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    finished.set()
+    await prober
+    lost = sum(isinstance(outcome, BaseException) for outcome in outcomes)
+    if lost:
+        result.kinds["no answer"] = lost
+    for _, writer in connections:
+        writer.close()
+    while not probes_pool.empty():
+        probes_pool.get_nowait()[1].close()
+    return result
+
+
+def run_burst(app: App, hooks: list[Call], health: Call, count: int) -> Burst:
+    busy0, total0 = common.machine_busy()
+    cpu0, wall0 = common.cpu_seconds(app.pid), time.perf_counter()
+    gc.collect()
+    gc.disable()
+    try:
+        result = asyncio.run(burst(app.port, hooks, health, count))
+    finally:
+        gc.enable()
+    busy1, total1 = common.machine_busy()
+    result.busy = (busy1 - busy0) / max(1, total1 - total0)
+    result.app_cpu = (common.cpu_seconds(app.pid) - cpu0) / (time.perf_counter() - wall0)
+    return result
+
+
+def line(name: str, result: Burst, count: int) -> str:
+    q = common.quantile
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(result.kinds.items()))
+    return (
+        f"{name:<8} p50 {q(result.latencies, 0.5):6.0f}  p99 {q(result.latencies, 0.99):6.0f}  "
+        f"max {max(result.latencies, default=float('nan')):6.0f} ms  in {HOOK_TIMEOUT:.0f} s: "
+        f"{result.in_time:>4}/{count}  /healthz p50 {q(result.health, 0.5):5.1f} p99 "
+        f"{q(result.health, 0.99):6.1f} max {max(result.health, default=float('nan')):6.1f} ms  "
+        f"(load {result.load:.1f}, machine {100 * result.busy:.0f}% busy, app {100 * result.app_cpu:.0f}% "
+        f"of a core)  [{kinds}]"
+    )
+
+
+# --- the run ----------------------------------------------------------------------------------------
+
+
+@contextmanager
+def code_at(revision: str) -> Iterator[str]:
+    """The repository's tree at `revision`, extracted into a temporary folder."""
+    with tempfile.TemporaryDirectory() as folder:
+        archive = subprocess.run(
+            ["git", "-C", str(common.ROOT), "archive", revision], capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+        yield folder
+
+
+def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", help="a git revision to measure first, in the same run")
+    parser.add_argument("--fleet", type=int, default=1000)
+    parser.add_argument("--interval", type=float, default=30.0)
+    parser.add_argument("--bursts", type=int, default=3)
+    parser.add_argument("--count", type=int, default=BURST)
+    parser.add_argument("--serve")
+    parser.add_argument("--urls-file")
+    parser.add_argument("--tree")
+    args = parser.parse_args([] if argv is None else argv)
+    if args.serve:
+        serve_app(Path(args.serve), Path(args.urls_file), args.interval, args.tree)
+        return []
+    from bench_throughput import raw_fleet
+
+    requests = calls()
+    hooks, health = requests["hook"], requests["healthz"][0]
+    results: dict[str, list[Burst]] = {}
+    with tempfile.TemporaryDirectory() as folder, raw_fleet(args.fleet) as (urls, _pids):
+        urls_file = Path(folder) / "urls"
+        urls_file.write_text(" ".join(urls))
+        build(f"sqlite:///{Path(folder) / 'base.db'}")
+        trees = [("before", args.before), ("now", None)] if args.before else [("now", None)]
+        for name, revision in trees:
+            database = Path(folder) / f"{name}.db"
+            shutil.copy(Path(folder) / "base.db", database)
+            with ExitStack() as stack:
+                tree = stack.enter_context(code_at(revision)) if revision else None
+                with app_process(name, database, urls_file, args.interval, tree) as app:
+                    time.sleep(WARM)
+                    print(f"{name}: polling {args.fleet} servers every {args.interval:.0f} s", flush=True)
+                    for k in range(args.bursts):
+                        offset = (k * args.count) % (len(hooks) - args.count)
+                        result = run_burst(app, hooks[offset:], health, args.count)
+                        results.setdefault(name, []).append(result)
+                        print("  " + line(name, result, args.count), flush=True)
+    worst = {
+        name: max(common.quantile(b.latencies, 0.99) for b in bursts) for name, bursts in results.items()
+    }
+    figures = [
+        (
+            f"hook burst {args.count} while polling: worst p99 ms",
+            worst["now"],
+            worst.get("before", 1000.0),
+            "< 1000",
+        )
+    ]
+    print(json.dumps({name: [b.kinds for b in bursts] for name, bursts in results.items()}))
+    return figures
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
