@@ -10,7 +10,7 @@ database), so FastAPI runs them in its threadpool, off the event loop.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -270,6 +270,11 @@ class DecisionIn(BaseModel):
         description="Registers or heart-beats this host session (see /sessions)",
     )
     client: StoredText | None = Field(default=None, max_length=500, pattern=NO_NUL)
+    client_capabilities: dict[str, dict[str, Any]] | None = Field(
+        default=None,
+        description="The capabilities the host declared to the server: the answer is judged on the client "
+        "view that declared the same (unknown: on every view, the strictest answer)",
+    )
 
 
 class DecisionOut(BaseModel):
@@ -299,7 +304,12 @@ def decide(body: DecisionIn, point: Point) -> Response:
     """Answered straight from the verdict's JSON (its shape is `DecisionOut`): no second validation
     on the path every tool call takes."""
     answer = point.decide(
-        body.server, body.tool, fingerprint=body.fingerprint, session_id=body.session_id, client=body.client
+        body.server,
+        body.tool,
+        fingerprint=body.fingerprint,
+        session_id=body.session_id,
+        client=body.client,
+        client_capabilities=body.client_capabilities,
     )
     if answer is None:
         raise HTTPException(404, f"no server named {body.server!r}")
