@@ -10,7 +10,7 @@ event loop: on the decision lane's threads (`monitor.approvals.lane`).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -271,6 +271,11 @@ class DecisionIn(BaseModel):
         description="Registers or heart-beats this host session (see /sessions)",
     )
     client: StoredText | None = Field(default=None, max_length=500, pattern=NO_NUL)
+    client_capabilities: dict[str, dict[str, Any]] | None = Field(
+        default=None,
+        description="The capabilities the host declared to the server: the answer is judged on the client "
+        "view that declared the same (unknown: on every view, the strictest answer)",
+    )
 
 
 class DecisionOut(BaseModel):
@@ -317,6 +322,7 @@ async def decide(body: DecisionIn, point: Point, request: Request) -> Response:
         fingerprint=body.fingerprint,
         session_id=body.session_id,
         client=body.client,
+        client_capabilities=body.client_capabilities,
     )
     if answer is None:
         raise HTTPException(404, f"no server named {body.server!r}")

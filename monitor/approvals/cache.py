@@ -15,7 +15,7 @@ transaction commits, so a cache that compares it follows commit order on both da
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,8 +26,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from monitor.approvals.policy import ApprovedTool, Verdict, decide
 from monitor.approvals.storage import approval_state
+from monitor.core.clients import matching_view
 from monitor.core.states import ApprovalMode
 from monitor.store.models import DecisionNames, Listing, ListingTool, Server, Snapshot, ToolDefinition
+from monitor.store.views import ViewListing, decision_views
 
 MAX_KEPT = 10_000
 """Servers (and verdicts per server) kept at most: names nobody monitors cannot grow memory."""
@@ -49,7 +51,12 @@ class ServerState:
 
 @dataclass
 class ServerView:
-    """What decisions about one server's tools need, read once per generation of the server."""
+    """What decisions about one server's tools need, read once per generation of the server.
+
+    A server polled as several client profiles (docs/clients.md) may show each a different listing.
+    A host's decision is judged on the view that declared the host's capabilities when the host said
+    them, else on every view that lists the tool, the strictest answer winning: the monitor fails
+    closed on a listing it cannot tell the host holds."""
 
     server_id: int
     name: str
@@ -57,39 +64,73 @@ class ServerView:
     current_version: int | None
     current_fingerprint: str | None
     tools: dict[str, tuple[str, dict[str, Any]]]
-    """The current listing's tools: name -> (definition fingerprint, definition)."""
+    """The current listing's tools (the primary view's): name -> (definition fingerprint, definition)."""
     approved: dict[str, ApprovedTool]
     revoked: frozenset[str]
-    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    views: tuple[ViewListing, ...] = ()
+    """Every client view's current listing (empty: the server is polled as one client only)."""
+    verdicts: dict[tuple[str, str], Verdict] = field(default_factory=dict)
 
-    def verdict(self, tool: str) -> Verdict:
-        cached = self.verdicts.get(tool)
+    def verdict(
+        self, tool: str, declared: Mapping[str, Any] | None = None, client: str | None = None
+    ) -> Verdict:
+        """The answer about `tool` for a host that declared `declared` capabilities (None: unknown)."""
+        matched = self.matching(declared, client)
+        key = (matched.profile if matched else "", tool)
+        cached = self.verdicts.get(key)
         if cached is not None:
             return cached
-        current = self.tools.get(tool)
-        verdict = decide(
+        if matched is not None:  # a tool the host's view does not list is unknown to that host
+            verdict = self._judged(tool, matched.tools, approved=tool in matched.tools)
+        else:
+            listings = [self.tools, *(view.tools for view in self.views)]
+            holding = [tools for tools in listings if tool in tools] or [self.tools]
+            verdict = max(
+                (self._judged(tool, tools) for tools in holding), key=lambda v: v.decision.strictness
+            )
+        if len(self.verdicts) < 10_000 or tool in self.tools:  # unknown names cannot grow it unbounded
+            self.verdicts[key] = verdict
+        return verdict
+
+    def matching(self, declared: Mapping[str, Any] | None, client: str | None) -> ViewListing | None:
+        """The view that declared what the host declared (None: unknown, or no such view)."""
+        return matching_view([(view, view.client) for view in self.views], declared, client)
+
+    def holds(self, fingerprint: str, declared: Mapping[str, Any] | None, client: str | None) -> bool:
+        """Whether a host holding the listing `fingerprint` holds a current listing of the server: the
+        matching view's, or (capabilities unknown) the primary's or any view's."""
+        matched = self.matching(declared, client)
+        if matched is not None:
+            return matched.fingerprint == fingerprint
+        return fingerprint == self.current_fingerprint or any(
+            v.fingerprint == fingerprint for v in self.views
+        )
+
+    def _judged(
+        self, tool: str, tools: Mapping[str, tuple[str, dict[str, Any]]], *, approved: bool = True
+    ) -> Verdict:
+        current = tools.get(tool)
+        return decide(
             tool=tool,
             mode=self.mode,
             current_version=self.current_version,
             current=current[1] if current else None,
             current_fingerprint=current[0] if current else None,
-            approved=self.approved.get(tool),
+            approved=self.approved.get(tool) if approved else None,
             revoked=tool in self.revoked,
         )
-        if len(self.verdicts) < 10_000 or tool in self.tools:  # unknown names cannot grow it unbounded
-            self.verdicts[tool] = verdict
-        return verdict
 
 
 def load_server_view(session: Session, server: Server) -> ServerView:
     current = session.execute(
-        select(Snapshot.version, Snapshot.listing_id, Listing.fingerprint)
+        select(Snapshot.version, Snapshot.listing_id, Snapshot.first_seen, Listing.fingerprint)
         .join(Listing, Listing.id == Snapshot.listing_id)
         .where(Snapshot.server_id == server.id)
         .order_by(Snapshot.version.desc())
         .limit(1)
     ).first()
     tools: dict[str, tuple[str, dict[str, Any]]] = {}
+    views: list[ViewListing] = []
     if current is not None:
         for name, fingerprint, definition in session.execute(
             select(ToolDefinition.name, ToolDefinition.fingerprint, ToolDefinition.definition)
@@ -97,6 +138,7 @@ def load_server_view(session: Session, server: Server) -> ServerView:
             .where(ListingTool.listing_id == current.listing_id)
         ):
             tools[name] = (fingerprint, definition)
+        views = decision_views(session, server.id, current.first_seen)
     approvals = approval_state(session, server)
     return ServerView(
         server_id=server.id,
@@ -107,6 +149,7 @@ def load_server_view(session: Session, server: Server) -> ServerView:
         tools=tools,
         approved=approvals.approved,
         revoked=approvals.revoked,
+        views=tuple(views) if len(views) > 1 else (),
     )
 
 

@@ -17,9 +17,10 @@ import asyncio
 import contextlib
 import threading
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, Metric
 from sqlalchemy.orm import Session
@@ -143,14 +144,16 @@ class DecisionPoint:
         fingerprint: str | None = None,
         session_id: str | None = None,
         client: str | None = None,
+        client_capabilities: Mapping[str, Any] | None = None,
     ) -> Answer | None:
         """The answer about `tool` of the server the monitor calls `server` (or an alias of it);
-        None when the monitor knows no such server."""
+        None when the monitor knows no such server. `client_capabilities`, what the host declared to
+        the server, picks the client view the answer is judged on (unknown: the strictest view's)."""
         with DECISION_DURATION.time():
             found = self._named(server, exact_name)
             if isinstance(found, Unmonitored):
                 return None
-            return self._answer(found, tool, exact_name, fingerprint, session_id, client)
+            return self._answer(found, tool, exact_name, fingerprint, session_id, client, client_capabilities)
 
     def decide_for_host(
         self,
@@ -215,8 +218,9 @@ class DecisionPoint:
             return None
         verification = self._verification(lookup.view, lookup.state)
         now = self.clock()
+        names = set(lookup.view.tools).union(*(view.tools for view in lookup.view.views))
         return lookup.view, {
-            name: verified(lookup.view.verdict(name), verification, now) for name in sorted(lookup.view.tools)
+            name: verified(lookup.view.verdict(name), verification, now) for name in sorted(names)
         }
 
     def listed_for_named_host(
@@ -292,6 +296,7 @@ class DecisionPoint:
         fingerprint: str | None,
         session_id: str | None,
         client: str | None,
+        declared: Mapping[str, Any] | None = None,
     ) -> Answer:
         """The strictest answer over the servers (and the listed tools) the host's names may mean."""
         answers = []
@@ -299,9 +304,10 @@ class DecisionPoint:
             view, state = lookup.view, lookup.state
             assert view is not None and state is not None
             verification = self._verification(view, state)
-            for name in tool_candidates(tool, view.tools, normalise) or [tool]:
-                verdict = verified(view.verdict(name), verification, self.clock())
-                if fingerprint is not None and view.current_fingerprint != fingerprint:
+            listed = set(view.tools).union(*(v.tools for v in view.views)) if view.views else view.tools
+            for name in tool_candidates(tool, listed, normalise) or [tool]:
+                verdict = verified(view.verdict(name, declared, client), verification, self.clock())
+                if fingerprint is not None and not view.holds(fingerprint, declared, client):
                     verdict = verdict.stale()
                 answers.append(Answer(view, name, verdict))
         answer = strictest(answers)

@@ -27,6 +27,7 @@ from monitor.core.states import ApprovalAction, ApprovalMode
 from monitor.store.generations import decisions_changed
 from monitor.store.models import ListingTool, Server, Snapshot, ToolDefinition
 from monitor.store.retention import Progress, count_rows, delete_in_batches
+from monitor.store.views import decision_views, first_view_tools
 
 TOFU_ACTOR = "trust on first use"
 
@@ -54,8 +55,11 @@ def set_mode(
 
 
 def _version_tools(session: Session, server_id: int, version: int | None) -> tuple[int, dict[str, str]]:
-    """The version (None: the current one) and its tools' definition fingerprints by name."""
-    query = select(Snapshot.version, Snapshot.listing_id).where(Snapshot.server_id == server_id)
+    """The version (None: the current one) and its tools' definition fingerprints by name; the current
+    version also holds the tools only other client views list (as the first of them lists each)."""
+    query = select(Snapshot.version, Snapshot.listing_id, Snapshot.first_seen).where(
+        Snapshot.server_id == server_id
+    )
     if version is None:
         query = query.order_by(Snapshot.version.desc()).limit(1)
     else:
@@ -72,6 +76,10 @@ def _version_tools(session: Session, server_id: int, version: int | None) -> tup
             .where(ListingTool.listing_id == row.listing_id)
         ).all()
     )
+    if version is None:  # the current version: tools only other client views list, as the first lists them
+        for view in decision_views(session, server_id, row.first_seen):
+            for name, (fingerprint, _) in view.tools.items():
+                tools.setdefault(name, fingerprint)
     return row.version, tools
 
 
@@ -166,6 +174,11 @@ def approval_state(session: Session, server: Server) -> ApprovalState:
         for name, (fingerprint, definition) in first.items():
             if name not in decided:
                 result[name] = ApprovedTool(1, fingerprint, definition, tofu=True)
+        # A tool only some client views list (never the primary's first version) is trusted as those
+        # views first listed it, when they agree (docs/approvals.md).
+        for name, (fingerprint, definition) in first_view_tools(session, server.id).items():
+            if name not in decided and name not in first:
+                result[name] = ApprovedTool(None, fingerprint, definition, tofu=True)
     return ApprovalState(result, frozenset(revoked))
 
 

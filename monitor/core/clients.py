@@ -9,8 +9,9 @@ stored as its own view.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from importlib import metadata
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -81,3 +82,20 @@ def stored_profiles(stored: Any) -> list[ClientProfile]:
     if not isinstance(stored, list) or not stored:
         return [DEFAULT_PROFILE]
     return [ClientProfile.model_validate(profile) for profile in stored]
+
+
+V = TypeVar("V")
+
+
+def matching_view(
+    views: Sequence[tuple[V, Mapping[str, Any]]], declared: Mapping[str, Any] | None, client: str | None
+) -> V | None:
+    """Of `(view, what its profile told the server)` pairs, the view that declared the capabilities a
+    host declared (and, among several, the one whose client name the host's `client` starts with);
+    None when the host's capabilities are unknown or no view declared them."""
+    if declared is None:
+        return None
+    matching = [(view, wire) for view, wire in views if set(wire.get("capabilities") or {}) == set(declared)]
+    named = [view for view, wire in matching if client and client.startswith(str(wire.get("name")))]
+    found = named or [view for view, _ in matching]
+    return found[0] if found else None

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from monitor.core.clients import matching_view
 from monitor.core.diff import diff_listings
 from monitor.core.findings import Finding
 from monitor.core.fingerprint import NotIJSONError
@@ -231,15 +232,8 @@ class Currents:
         client name the host's starts with); None: compare with the server's versions."""
         if host.client_capabilities is None:
             return None
-        declared = set(host.client_capabilities)
-        matching = [
-            view
-            for view in current_views(self.session, server.id)
-            if set(view.client.get("capabilities") or {}) == declared
-        ]
-        named = [v for v in matching if host.client and host.client.startswith(str(v.client.get("name")))]
-        found = named or matching
-        return found[0] if found else None
+        views = current_views(self.session, server.id)
+        return matching_view([(view, view.client) for view in views], host.client_capabilities, host.client)
 
 
 def _current(session: Session, server_id: int) -> tuple[Snapshot, str] | None:

@@ -108,10 +108,17 @@ class Store:
                     to_snapshot=snapshot.id,
                 )
             compared = _compare_views(session, server, snapshot, poll)
-            if compared.findings:
-                findings += compared.findings
+            if compared.changed:  # decisions judge every view (monitor.approvals.cache)
+                decisions_changed(server)
+            in_views = _not_yet_found(compared.changes, findings)
+            if in_views or compared.findings:
+                findings += in_views + compared.findings
                 records += store_findings(
-                    session, server.id, compared.findings, poll.finished_at, to_snapshot=snapshot.id
+                    session,
+                    server.id,
+                    in_views + compared.findings,
+                    poll.finished_at,
+                    to_snapshot=snapshot.id,
                 )
             recorded = RecordedPoll(
                 server, poll.finished_at, records, snapshot, new_version, announced, compared.agreeing
@@ -368,6 +375,19 @@ def _compare_views(
         now=poll.finished_at,
         store_listing=store_listing,
     )
+
+
+def _not_yet_found(changes: Sequence[Finding], found: Sequence[Finding]) -> list[Finding]:
+    """The changes other client views showed, less those the primary view's diff (or an earlier view)
+    already found: one change all views show is one finding."""
+    seen = {(f.rule, f.tool, f.field, repr(f.old), repr(f.new)) for f in found}
+    kept: list[Finding] = []
+    for finding in changes:
+        key = (finding.rule, finding.tool, finding.field, repr(finding.old), repr(finding.new))
+        if key not in seen:
+            seen.add(key)
+            kept.append(finding)
+    return kept
 
 
 def _attempt(poll: SuccessfulPoll, snapshot: Snapshot) -> PollAttempt:

@@ -3,13 +3,15 @@
 The primary profile's listing is the server's version history (`snapshots`); every profile,
 the primary included, also keeps a span per distinct listing here, sharing the content-addressed
 listings. When a view changes, the views are compared and each tool shown differently becomes a
-`listing-varies-by-client` finding, raised in the poll's transaction like any other.
+`listing-varies-by-client` finding, raised in the poll's transaction like any other; and a view
+other than the primary one is diffed against its own previous listing with the tool rules, so a
+tool only some clients see is judged like any other (`read-only-revoked` whatever the profile order).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, cast
 
@@ -20,8 +22,12 @@ from monitor.core.clients import ClientProfile
 from monitor.core.findings import Finding
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.rules.views import views_differ
-from monitor.store.models import ClientView
+from monitor.core.text import make_visible
+from monitor.store.listings import diff_against
+from monitor.store.models import ClientView, Listing, ListingTool, ToolDefinition
 
+Definitions = dict[str, tuple[str, dict[str, Any]]]
+"""A listing's tools for decisions: name -> (definition fingerprint, definition)."""
 StoreListing = Callable[[Session, CanonicalListing, dict[str, Any], datetime], int]
 
 
@@ -39,6 +45,11 @@ class ViewComparison:
     findings: list[Finding] = field(default_factory=list)
     agreeing: frozenset[str] = frozenset()
     """Tools every view now shows alike: a `listing-varies-by-client` alert on them is resolved."""
+    changes: list[Finding] = field(default_factory=list)
+    """What the tool rules found in views other than the primary one, each against the view's own
+    previous listing (`detail.view` names the view)."""
+    changed: bool = False
+    """Some view shows a listing other than its last one: decisions rest on the views too."""
 
 
 def record_views(
@@ -52,20 +63,35 @@ def record_views(
     now: datetime,
     store_listing: StoreListing,
 ) -> ViewComparison:
-    """Extend or start each view's span; compare the views when any of them changed."""
-    changed = _record(session, server_id, primary, primary_listing_id, now)
+    """Extend or start each view's span; diff each other view that changed against its previous
+    listing, and compare the views when any of them changed."""
+    changed, _ = _record(session, server_id, primary, primary_listing_id, now)
+    changes: list[Finding] = []
     for view in others:
         listing_id = store_listing(session, view.listing, view.metas, now)
-        changed = _record(session, server_id, view, listing_id, now) or changed
+        moved, before = _record(session, server_id, view, listing_id, now)
+        changed = changed or moved
+        if moved and before is not None:
+            found = diff_against(session, before, view.listing)
+            changes += (_in_view(finding, view.profile.view) for finding in found)
     if not changed or not others:
-        return ViewComparison()
+        return ViewComparison(changed=changed)
     findings: list[Finding] = []
     for view in others:
         findings += views_differ(
             server_name, primary.profile.view, primary.listing, view.profile.view, view.listing
         )
     names = set(primary.listing.forms).union(*(view.listing.forms for view in others))
-    return ViewComparison(findings, frozenset(names - {f.tool for f in findings if f.tool}))
+    agreeing = frozenset(names - {f.tool for f in findings if f.tool})
+    return ViewComparison(findings, agreeing, changes, changed=True)
+
+
+def _in_view(finding: Finding, view: str) -> Finding:
+    """A tool rule's finding in a view other than the primary one: it says which view it was seen in."""
+    detail = finding.detail
+    detail = {**detail, "view": view} if isinstance(detail, dict) else {"view": view, "rule_detail": detail}
+    message = f"{finding.message} (as listed to client {make_visible(view)!r})"
+    return replace(finding, detail=detail, message=message)
 
 
 _VIEWS = cast(Table, ClientView.__table__)
@@ -89,8 +115,15 @@ _EXTEND = (
 reading the span and updating it took two, and no ORM object loaded for it."""
 
 
-def _record(session: Session, server_id: int, view: View, listing_id: int, now: datetime) -> bool:
-    """True when the view shows a listing other than its last one (or is new)."""
+_SAME = (False, None)
+"""`_record`'s answer for a view that shows its last listing again."""
+
+
+def _record(
+    session: Session, server_id: int, view: View, listing_id: int, now: datetime
+) -> tuple[bool, int | None]:
+    """Whether the view shows a listing other than its last one, and the id of the listing it showed
+    before (None: the view is new, or unchanged)."""
     extended = session.connection().execute(
         _EXTEND,
         {
@@ -102,7 +135,7 @@ def _record(session: Session, server_id: int, view: View, listing_id: int, now: 
         },
     )
     if extended.rowcount == 1:
-        return False
+        return _SAME
     last = session.scalar(
         select(ClientView)
         .where(ClientView.server_id == server_id, ClientView.profile == view.profile.view)
@@ -113,7 +146,7 @@ def _record(session: Session, server_id: int, view: View, listing_id: int, now: 
         last.last_seen = now
         last.poll_count += 1
         last.client = view.profile.wire()
-        return False
+        return _SAME
     session.add(
         ClientView(
             server_id=server_id,
@@ -126,7 +159,7 @@ def _record(session: Session, server_id: int, view: View, listing_id: int, now: 
         )
     )
     session.flush()
-    return True
+    return True, last.listing_id if last is not None else None
 
 
 def current_views(session: Session, server_id: int) -> list[ClientView]:
@@ -142,3 +175,66 @@ def current_views(session: Session, server_id: int) -> list[ClientView]:
 
 def _first_id(rows: Sequence[ClientView], profile: str) -> int:
     return min(row.id for row in rows if row.profile == profile)
+
+
+@dataclass(frozen=True)
+class ViewListing:
+    """One client view's current listing, as decisions read it."""
+
+    profile: str
+    client: dict[str, Any]
+    """What the server was told: `{name, version, capabilities}`."""
+    fingerprint: str
+    tools: Definitions
+
+
+def decision_views(session: Session, server_id: int, since: datetime | None) -> list[ViewListing]:
+    """The current listing of each view seen since `since` (the current version's first poll: a view
+    whose polls fail since then still counts, a profile dropped before it does not), primary first."""
+    views = [view for view in current_views(session, server_id) if since is None or view.last_seen >= since]
+    fingerprints = dict(
+        session.execute(
+            select(Listing.id, Listing.fingerprint).where(Listing.id.in_({v.listing_id for v in views}))
+        ).all()
+    )
+    tools = _listing_tools(session, {view.listing_id for view in views})
+    return [
+        ViewListing(view.profile, view.client, fingerprints[view.listing_id], tools.get(view.listing_id, {}))
+        for view in views
+    ]
+
+
+def first_view_tools(session: Session, server_id: int) -> Definitions:
+    """Tools as every view that listed them first listed them, when those first listings agree: what
+    trust on first use approves of tools the primary view never listed."""
+    first: dict[str, int] = {}
+    for row in session.scalars(
+        select(ClientView)
+        .where(ClientView.server_id == server_id)
+        .order_by(ClientView.first_seen, ClientView.id)
+    ):
+        first.setdefault(row.profile, row.listing_id)
+    per_listing = _listing_tools(session, set(first.values()))
+    agreed: Definitions = {}
+    disputed: set[str] = set()
+    for listing_id in first.values():
+        for name, held in per_listing.get(listing_id, {}).items():
+            if name in agreed and agreed[name][0] != held[0]:
+                disputed.add(name)
+            agreed.setdefault(name, held)
+    return {name: held for name, held in agreed.items() if name not in disputed}
+
+
+def _listing_tools(session: Session, listing_ids: set[int]) -> dict[int, Definitions]:
+    tools: dict[int, Definitions] = {}
+    if not listing_ids:
+        return tools
+    for listing_id, name, fingerprint, definition in session.execute(
+        select(
+            ListingTool.listing_id, ToolDefinition.name, ToolDefinition.fingerprint, ToolDefinition.definition
+        )
+        .join(ToolDefinition, ToolDefinition.id == ListingTool.tool_id)
+        .where(ListingTool.listing_id.in_(sorted(listing_ids)))
+    ):
+        tools.setdefault(listing_id, {})[name] = (fingerprint, definition)
+    return tools
