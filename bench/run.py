@@ -22,6 +22,7 @@ BENCHMARKS = [
     "bench_hostile_pages",
     "bench_throughput",
     "bench_writer",
+    "bench_gateway",
 ]
 
 

@@ -45,6 +45,7 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
     """Run until SIGTERM or SIGINT, then stop claiming polls, finish or abandon them, and exit."""
     lock = lock_sqlite(config.monitor.database_url)
     engine = make_engine(config.monitor.database_url)
+    gateway: GatewayServer | None = None
     try:
         check_schema(engine)
         owner = instance_id()
@@ -67,12 +68,7 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
 
-        try:
-            listener = _listen(host, port)
-        except StartupError:
-            if gateway is not None:
-                gateway.stop(0)
-            raise
+        listener = _listen(host, port)
         bound = listener.getsockname()[1]
         background = [
             asyncio.create_task(server.serve(sockets=[listener]), name="web"),
@@ -103,6 +99,8 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
             await asyncio.gather(*background, return_exceptions=True)
             poller.close()
     finally:
+        if gateway is not None:  # stopped already after a clean shutdown; stopping again is a no-op
+            gateway.stop(0)
         engine.dispose()
         if lock is not None:
             lock.close()

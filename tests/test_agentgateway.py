@@ -188,7 +188,7 @@ def test_an_error_while_deciding_is_a_refusal(gated: tuple[Gate, Gateway], monke
 
 def test_a_taken_port_is_an_error_not_a_shared_port(gated: tuple[Gate, Gateway]) -> None:
     gate, gateway = gated
-    port = int(gateway.channel._channel.target().decode().rsplit(":", 1)[1])  # type: ignore[attr-defined]
+    port = gateway.port
     state = gate.client.app.state  # type: ignore[attr-defined]
     adapter = GatewayAdapter(state.decision_point, state.web.identity)
     with pytest.raises(OSError, match="cannot listen"):

@@ -1,12 +1,20 @@
-"""The ExtMcp messages drift-monitor writes out are agentgateway's, field for field."""
+"""The ExtMcp messages drift-monitor writes out are agentgateway's, field for field, and the gateway
+config the docs show is one agentgateway's own schema accepts."""
 
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 from support.agentgateway import stubs, upstream_descriptor
 
 from monitor.approvals import gatewaywire
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA = ROOT / "tests" / "data" / "agentgateway" / "config.schema.json"
 
 
 def test_descriptor_is_what_protoc_makes_of_agentgateways_file() -> None:
@@ -42,3 +50,27 @@ def test_messages_the_gateway_encodes_read_the_same_and_answers_decode_as_it_exp
     assert replaced.mutated == b'{"tools":[]}'
     assert pb2.McpResponseResult.FromString(gatewaywire.result_passes()).WhichOneof("result") == "pass"
     assert pb2.McpResponseResult.FromString(gatewaywire.result_refused("x")).error.reason == "x"
+
+
+def test_the_documented_gateway_config_is_valid_per_agentgateways_schema(tmp_path: Path) -> None:
+    text = (ROOT / "docs" / "integrations.md").read_text(encoding="utf-8")
+    section = text[text.index("## Gateways in front of MCP servers: agentgateway") :]
+    match = re.search(r"```yaml\n(.*?)```", section, re.DOTALL)
+    assert match is not None
+    documented = match.group(1)
+    assert "failureMode: failClosed" in documented and "tools/call: request" in documented
+    for name, config in {
+        "documented": documented,
+        "a failure mode agentgateway lacks": documented.replace("failClosed", "failShut"),
+        "a phase agentgateway lacks": documented.replace("tools/call: request", "tools/call: before"),
+    }.items():
+        path = tmp_path / f"{name.replace(' ', '-')}.yaml"
+        path.write_text(config, encoding="utf-8")
+        result = subprocess.run(
+            [sys.executable, "-m", "check_jsonschema", "--schemafile", str(SCHEMA), str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert (result.returncode == 0) == (name == "documented"), (name, result.stdout, result.stderr)

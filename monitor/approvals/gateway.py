@@ -36,23 +36,23 @@ from google.protobuf.message import DecodeError
 from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.approvals import gatewaywire as wire
+from monitor.approvals.hooks import host_reason
 from monitor.approvals.inputs import Unreadable, read_object
 from monitor.approvals.names import exact_name
 from monitor.approvals.point import Answer, DecisionPoint, Unmonitored
 from monitor.core.ijson import storable
 from monitor.core.states import DecisionKind
-from monitor.core.text import make_visible
 from monitor.identity.callers import Identity, decide_refusal
 from monitor.identity.roles import Caller, Via
+from monitor.store.db import GATEWAY_THREADS
 
 log = logging.getLogger(__name__)
 HOST = "agentgateway"
-REASON_LIMIT = 2000
 SESSION_HEADER = "mcp-session-id"
 TOOLS_CALL = "tools/call"
 TOOLS_LIST = "tools/list"
 Refusal = str
-"""Why a call is refused; None where it passes."""
+"""Why a call or a listing is refused, in words for the person behind the MCP client."""
 
 
 @dataclass(frozen=True)
@@ -61,11 +61,6 @@ class GrpcCaller:
 
     token: str | None
     source: str
-
-
-def _reason(text: str) -> str:
-    reason = f"drift-monitor: {make_visible(text)}"
-    return reason if len(reason) <= REASON_LIMIT else reason[: REASON_LIMIT - 1] + "…"
 
 
 class GatewayAdapter:
@@ -99,9 +94,9 @@ class GatewayAdapter:
         if verdict is None:
             return wire.call_passes()
         if isinstance(verdict, str):
-            return wire.call_refused(_reason(verdict))
+            return wire.call_refused(host_reason(verdict))
         data = json.dumps({"drift-monitor": verdict.to_dict()}).encode()
-        return wire.call_refused(_reason(_call_reason(verdict)), data)
+        return wire.call_refused(host_reason(_call_reason(verdict)), data)
 
     def _call_verdict(self, body: bytes) -> Refusal | Answer | None:
         """None when the call passes; else why not (an `Answer` when the decision refused it)."""
@@ -156,7 +151,7 @@ class GatewayAdapter:
             return wire.result_passes()
         if isinstance(outcome, bytes):
             return wire.result_replaced(outcome)
-        return wire.result_refused(_reason(outcome))
+        return wire.result_refused(host_reason(outcome))
 
     def _listing(self, body: bytes) -> Refusal | bytes | None:
         """None: pass unchanged; bytes: the result with fewer tools; a string: why it is refused."""
@@ -251,7 +246,9 @@ def _handler(answer: Answerer) -> grpc.RpcMethodHandler[bytes, bytes]:
 class GatewayServer:
     """The ExtMcp service on its own port (cleartext HTTP/2, as agentgateway's `host:` dials it)."""
 
-    def __init__(self, adapter: GatewayAdapter, listen: str, *, max_message_bytes: int, workers: int = 8):
+    def __init__(
+        self, adapter: GatewayAdapter, listen: str, *, max_message_bytes: int, workers: int = GATEWAY_THREADS
+    ):
         self.server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agentgateway"),
             handlers=[

@@ -98,7 +98,8 @@ def _string(value: Any) -> str | None:
     return value if isinstance(value, str) and storable(value) else None
 
 
-def _reason(text: str) -> str:
+def host_reason(text: str) -> str:
+    """A reason as hosts and gateways are told it: named as the monitor's, made visible, bounded."""
     reason = f"drift-monitor: {make_visible(text)}"
     return reason if len(reason) <= REASON_LIMIT else reason[: REASON_LIMIT - 1] + "…"
 
@@ -141,7 +142,7 @@ class HookOut(BaseModel):
 def _pre_tool_use(decision: DecisionKind, reason: str) -> HookOut:
     return HookOut(
         hookSpecificOutput=HookSpecificOutput(
-            permissionDecision=decision, permissionDecisionReason=_reason(reason)
+            permissionDecision=decision, permissionDecisionReason=host_reason(reason)
         )
     )
 
@@ -251,11 +252,12 @@ def gemini_answer(point: DecisionPoint, hook: dict[str, Any] | str) -> GeminiOut
     """MCP tools are `mcp_<server>_<tool>`, and `mcp_context` names the server and the tool as they
     are (the flat name is ambiguous when a server name holds `_`), so the context is used when sent."""
     if isinstance(hook, str):
-        return GeminiOut(decision=DecisionKind.DENY, reason=_reason(hook))
+        return GeminiOut(decision=DecisionKind.DENY, reason=host_reason(hook))
     tool_name, event = hook.get("tool_name"), hook.get("hook_event_name")
     if not isinstance(tool_name, str) or not isinstance(event, str):
         return GeminiOut(
-            decision=DecisionKind.DENY, reason=_reason("the hook input has no tool_name or hook_event_name")
+            decision=DecisionKind.DENY,
+            reason=host_reason("the hook input has no tool_name or hook_event_name"),
         )
     context = hook.get("mcp_context")
     if event != "BeforeTool" or (not tool_name.startswith("mcp_") and not isinstance(context, dict)):
@@ -287,13 +289,13 @@ def gemini_answer(point: DecisionPoint, hook: dict[str, Any] | str) -> GeminiOut
         )
     else:
         return GeminiOut(
-            decision=DecisionKind.DENY, reason=_reason("the tool name holds characters no tool can have")
+            decision=DecisionKind.DENY, reason=host_reason("the tool name holds characters no tool can have")
         )
     opinion = _opinion(point, found)
     if opinion is None or opinion[0] == DecisionKind.ALLOW:  # Gemini's allow only goes on to its policy
         return GeminiOut()
     decision, reason = opinion
-    return GeminiOut(decision=decision, reason=_reason(reason), systemMessage=_reason(reason))
+    return GeminiOut(decision=decision, reason=host_reason(reason), systemMessage=host_reason(reason))
 
 
 @router.post(

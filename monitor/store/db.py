@@ -25,11 +25,14 @@ REQUEST_THREADS = 40
 """Threads that run request handlers and their database work at once: anyio's default thread limiter,
 which the web app keeps (`monitor.webapp.app` sets it, so a change of anyio's default cannot outgrow
 the pool). Each may hold a connection."""
+GATEWAY_THREADS = 8
+"""Threads that answer agentgateway's gRPC calls (`monitor.approvals.gateway`); each may hold a
+connection too."""
 POOL_SIZE = 10
-MAX_OVERFLOW = REQUEST_THREADS
-"""Connections kept, and opened beyond them under load: room for every request thread and the
-background writers (the poll writer, the decision and audit writers, the deliverer) at once, so a
-request waits for a thread, never for a connection. With the default pool (5 + 10) under 64
+MAX_OVERFLOW = REQUEST_THREADS + GATEWAY_THREADS
+"""Connections kept, and opened beyond them under load: room for every request thread, every gateway
+thread and the background writers (the poll writer, the decision and audit writers, the deliverer)
+at once, so a request waits for a thread, never for a connection. With the default pool (5 + 10) under 64
 concurrent page requests, 40 threads shared the GIL, each holder kept its connection for seconds,
 and the threads queued for one gave up after the pool's 30 s timeout: 500s
 (`bench/bench_web.py`, the pages over 64 kept-alive connections)."""

@@ -64,6 +64,7 @@ class Gateway:
     def __init__(self, port: int, token: str | None) -> None:
         pb2, services = stubs()
         self.pb2 = pb2
+        self.port = port
         self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         self.stub = services.ExtMcpStub(self.channel)
         self.token = token
