@@ -5,8 +5,9 @@ Needs only Python 3.11+. The environment lives in `.venv` at the repository root
 reinstalled whenever pyproject.toml changes.
 
 Commands:
-  run     the service on its embedded default (SQLite), with a demo server registered
-          (`run --port N`, or `run N`, serves the dashboard on another port than 8000)
+  run     the service on its embedded default (SQLite), with a demo server registered, polled
+          and changed once (deploy/demo.py); a later `run` reuses that demo (`run --fresh` makes
+          it again); `run --port N`, or `run N`, serves the dashboard on another port than 8000
   test    the whole test suite, two workers per core (PostgreSQL too when
           DRIFT_MONITOR_TEST_PG_URL is set); extra arguments go to pytest
   check   ruff, mypy, the package's shape (deploy/architecture.py) and the declared
@@ -18,10 +19,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
-import secrets
-import socket
 import subprocess
 import sys
 import venv
@@ -65,7 +63,7 @@ def main() -> int:
     if command not in {"run", "test", "check", "bench"}:
         print(__doc__, file=sys.stderr)
         return 2
-    port = demo_port(extra) if command == "run" else 0  # a bad argument fails before any set-up
+    demo = demo_arguments(extra) if command == "run" else []  # a bad argument fails before any set-up
     ensure_venv()
     if command == "test":
         # Two workers per core: most tests wait on servers and processes they started, not the CPU.
@@ -82,66 +80,26 @@ def main() -> int:
         )
     if command == "bench":
         return run(str(ROOT / "bench" / "run.py"), *extra)
-    return run_demo(port)
+    return run(str(ROOT / "deploy" / "demo.py"), *demo)
 
 
-def demo_port(extra: list[str]) -> int:
-    """The port `run` serves on: `run`, `run 8080` or `run --port 8080`; and it must be free."""
+def demo_arguments(extra: list[str]) -> list[str]:
+    """deploy/demo.py's arguments: the port `run` serves on (`run`, `run 8080` or `run --port 8080`)
+    and `--fresh` to make the demo again instead of reusing it. demo.py checks that the port is free,
+    after it has checked that no other `serve` holds the demo database (that one would hold 8000)."""
     parser = argparse.ArgumentParser(prog="deploy/dev.py run", description="Run the demo on a port.")
     parser.add_argument("port", nargs="?", type=int, help="the dashboard's port (default 8000)")
     parser.add_argument("--port", dest="port_option", type=int, metavar="PORT", help="the same")
+    parser.add_argument(
+        "--fresh", action="store_true", help="delete the demo database and make the demo again"
+    )
     args = parser.parse_args(extra)
     if args.port is not None and args.port_option is not None and args.port != args.port_option:
         parser.error("give the port once")
     port: int = args.port_option or args.port or 8000
     if not 0 < port < 65536:
         parser.error(f"port {port} is not between 1 and 65535")
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            parser.error(f"port {port} on 127.0.0.1 is already in use (pick another with --port)")
-    return port
-
-
-def run_demo(port: int) -> int:
-    """Register the demo server, poll it, change its tools the way a careless deploy would, poll again."""
-    work = ROOT / ".drift-monitor"
-    work.mkdir(exist_ok=True)
-    tools = work / "demo-tools.json"
-    config = work / "demo.toml"
-    config.write_text(
-        "[monitor]\n"
-        f'database_url = "sqlite:///{(work / "drift-monitor.db").as_posix()}"\n\n'
-        "[[servers]]\n"
-        'name = "demo"\n'
-        'transport = "stdio"\n'
-        f"command = {json.dumps(str(PYTHON))}\n"
-        f"args = {json.dumps([str(ROOT / 'tests' / 'servers' / 'fastmcp_server.py'), str(tools)])}\n",
-        encoding="utf-8",
-    )
-    examples = ROOT / "docs" / "examples"
-    cli = ["-m", "monitor.cli"]
-    if code := run(*cli, "migrate", "--config", str(config)):
-        return code
-    for example in ("before.json", "after.json"):
-        listing = json.loads((examples / example).read_text(encoding="utf-8"))
-        tools.write_text(json.dumps(listing.get("result", listing)["tools"]), encoding="utf-8")
-        print(f"\n$ drift-monitor poll   # demo server now serving docs/examples/{example}", flush=True)
-        if (code := run(*cli, "poll", "--config", str(config))) != 0:
-            return code
-    token = os.environ.get("DRIFT_MONITOR_API_TOKEN") or secrets.token_urlsafe(16)
-    print(
-        f"\n$ drift-monitor serve   # dashboard: http://127.0.0.1:{port}/  (sign in with API token {token})\n"
-        "Ctrl-C stops it.",
-        flush=True,
-    )
-    env = {**os.environ, "DRIFT_MONITOR_API_TOKEN": token}
-    serve = [str(PYTHON), *cli, "serve", "--config", str(config), "--port", str(port)]
-    try:
-        return subprocess.run(serve, cwd=ROOT, env=env, check=False).returncode
-    except KeyboardInterrupt:
-        return 0
+    return ["--port", str(port), *(["--fresh"] if args.fresh else [])]
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ import uvicorn
 
 from monitor.approvals.gateway import GatewayAdapter, GatewayServer
 from monitor.approvals.point import DecisionPoint
+from monitor.collect.instancelock import lock_sqlite
 from monitor.collect.poller import Job, Poller
-from monitor.collect.scheduler import LeaseRelease, Scheduler, instance_id, lock_sqlite
+from monitor.collect.scheduler import LeaseRelease, Scheduler, instance_id
 from monitor.collect.targets import limits_for
 from monitor.collect.watch import WatchManager
 from monitor.config import Config

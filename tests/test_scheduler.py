@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from monitor.collect.instancelock import InstanceLockError, lock_sqlite
 from monitor.collect.poller import Poller
-from monitor.collect.scheduler import LEASE_MARGIN, InstanceLockError, Scheduler, lock_sqlite
+from monitor.collect.scheduler import LEASE_MARGIN, Scheduler
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.store import Store
 from monitor.store.models import Server
@@ -121,7 +122,8 @@ def test_second_sqlite_instance_refuses_to_start(tmp_path: Path) -> None:
     first = lock_sqlite(url)
     assert first is not None
     try:
-        with pytest.raises(InstanceLockError, match=r"already running .*use PostgreSQL"):
+        holder = r"drift-monitor serve \(pid \d+\) is already running .*use PostgreSQL"
+        with pytest.raises(InstanceLockError, match=holder):
             lock_sqlite(url)
     finally:
         first.close()

@@ -26,7 +26,7 @@ def register(commands: Any) -> None:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    from monitor.collect.scheduler import InstanceLockError
+    from monitor.collect.instancelock import InstanceLockError
     from monitor.service import StartupError, serve
     from monitor.store import SchemaNotReady
 

@@ -4,14 +4,13 @@ APScheduler is only each process's clock: a tick every second claims the servers
 The database is the coordinator. Claiming a server moves its `next_poll_at` one interval on and
 takes a lease on the row, under `FOR UPDATE SKIP LOCKED` on PostgreSQL, so two processes never
 poll a server in the same interval, and a dead process's servers come back when its lease runs
-out. SQLite allows one process, enforced by a lock file next to the database.
+out. SQLite allows one process, enforced by a lock file next to the database (`instancelock`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import random
@@ -20,12 +19,9 @@ import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import IO
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlalchemy import and_, case, not_, or_, select, update
-from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from monitor.collect.client import Target
@@ -48,34 +44,6 @@ KEEPALIVE_MARGIN = 30.0
 
 def instance_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-class InstanceLockError(RuntimeError):
-    pass
-
-
-def lock_sqlite(database_url: str) -> IO[str] | None:
-    """Hold a lock file beside a SQLite database for the life of the process; None for other databases."""
-    url = make_url(database_url)
-    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
-        return None
-    path = Path(url.database).expanduser().resolve().with_name(Path(url.database).name + ".lock")
-    handle = path.open("a+", encoding="utf-8")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        holder = handle.read().strip() or "another process"
-        handle.close()
-        raise InstanceLockError(
-            f"another drift-monitor serve ({holder}) is already running on {url.database}; SQLite supports "
-            "one instance: stop it, or use PostgreSQL to run several"
-        ) from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"pid {os.getpid()}")
-    handle.flush()
-    return handle
 
 
 class LeaseRelease:
