@@ -58,6 +58,8 @@ class ServerStatus(enum.StrEnum):
     OK = "ok"
     FAILING = "failing"
     NEVER_POLLED = "never polled"
+    NO_TOOLS = "no tools"
+    """Answers, but declares no `tools` capability: it offers hosts no tools (an empty listing)."""
 
 
 class ServerOrigin(enum.StrEnum):

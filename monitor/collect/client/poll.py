@@ -56,34 +56,19 @@ from monitor.collect.client.http import (
     new_client,
     status_line,
 )
+from monitor.collect.client.negotiation import ProfileSession
 from monitor.collect.client.pages import Paging, Raw
 from monitor.collect.client.stdio import ResultsSeen, server_group, stop_server_group
-from monitor.collect.client.target import Era, FetchedListing, Limits, PollError, Target
+from monitor.collect.client.target import Era, FetchedListing, Limits, Listed, PollError, Target
 from monitor.collect.client.transport import PollDispatcher, poll_dispatcher
 from monitor.core.hosts import HostPolicy
+from monitor.core.listing import offers_tools
 from monitor.core.states import PollErrorKind, ServerOrigin
 
 _SSE_ONLY = ("HTTP 400 ", "HTTP 404 ", "HTTP 405 ")
 """How an SSE-only server (the 2024-11-05 transport) answers a Streamable HTTP POST."""
 Negotiated = tuple[Era, dict[str, Any] | None, dict[str, Any]]
 """The era, the serverInfo as sent, and the capabilities as sent."""
-
-
-class ProfileSession(ClientSession):
-    """A session that declares the target's client profile in either era.
-
-    The SDK derives the capabilities it declares from the callbacks it was given (both in
-    `initialize` and in every 2026-07-28 request's `_meta`); a poll answers no sampling or
-    elicitation request, yet must declare what the hosts it stands for declare, because servers
-    may show those hosts a different listing.
-    """
-
-    def __init__(self, *args: Any, capabilities: dict[str, Any], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.declared = types.ClientCapabilities.model_validate(capabilities)
-
-    def _build_capabilities(self, version: str) -> types.ClientCapabilities:
-        return self.declared
 
 
 async def fetch_listing(
@@ -158,7 +143,9 @@ class Poll(Paging):
             session = await self._start(stack)
             with self.abort:
                 era, server_info, capabilities = await self._negotiate(session)
-                listed = await self._list_consistently(session)
+                # No tools capability, no tools: hosts do not ask for them, and nor does a poll.
+                offered = offers_tools(capabilities)
+                listed = await self._list_consistently(session) if offered else Listed()
             self._end_large_answer()
             if self.stream_error is not None:
                 raise stream_error(self.stream_error)
@@ -177,6 +164,7 @@ class Poll(Paging):
                 ttl_ms=listed.ttl_ms,
                 cache_scope=listed.cache_scope,
                 refetches=listed.refetches,
+                offers_tools=offered,
                 digest=listed.digest.digest(),
             )
 

@@ -93,6 +93,9 @@ class FetchedListing:
     refetches: int = 0
     """How often the listing was read again from the start because its pages straddled a change
     (a paged listing is always read twice: the second pass confirms the first; `pages.Paging`)."""
+    offers_tools: bool = True
+    """False for a server whose capabilities declare no `tools`: it was not asked for any (`tools` is
+    empty, `pages` 0), and is recorded as the `no tools` state, not as a failure."""
     digest: bytes | None = None
     """SHA-256 of the pages' results as compact JSON, in order (the text `listing_bytes` counts):
     the same digest, the same tools (see `Poller._index`). None once the tools were altered
