@@ -26,7 +26,7 @@ from monitor.core.findings import Severity
 from monitor.notify.alerts import Alerting
 from monitor.sessions.service import count_stale, list_sessions, register_session
 from monitor.store import PollOutcome, Store
-from monitor.store.models import Alert, FindingRecord, PollAttempt, Server
+from monitor.store.models import Alert, FindingRecord, PollAttempt, Server, Snapshot
 from monitor.store.polled import CacheHints
 from monitor.store.registration import sync_servers
 
@@ -77,17 +77,56 @@ def test_ttl_and_cache_scope_are_recorded_with_every_poll(store: Store, tmp_path
 
 
 async def test_pages_straddling_a_change_are_fetched_again_from_the_start(tmp_path: Path) -> None:
-    """The first two first-page requests each see a different deploy: the listing is fetched once
-    more, and what is returned is the settled listing, not a mix of two deploys."""
+    """The first two first-page requests each see a different deploy: the first three passes each
+    differ from the next (refetches 2), the fourth confirms the third, and what is returned is the
+    settled listing, not a mix of two deploys."""
     listing = await fetch_listing(stdio(tmp_path, "--page-size", "2", "--straddle", "2"))
-    assert listing.refetches == 1
+    assert listing.refetches == 2
     assert listing.tools == TOOLS
+
+
+async def test_a_deploy_between_later_pages_is_never_returned_as_a_mix(tmp_path: Path) -> None:
+    """A deploy right after page 2 is served changes pages 2 and 3 but not page 1: the first pass
+    holds page 2 of the old listing and page 3 of the new one, a listing never served, which a
+    re-check of the first page cannot see. Must hold: the new listing as served, confirmed by a
+    second pass."""
+    deployed = TOOLS[:2] + [{**tool, "description": "deploy 1"} for tool in TOOLS[2:]]
+    options = ("--page-size", "2", "--deploy-after-page", "2", "--deploys", "1")
+    listing = await fetch_listing(stdio(tmp_path, *options))
+    assert listing.tools == deployed
+    assert (listing.pages, listing.refetches) == (3, 1)
+
+
+def test_a_listing_torn_on_every_pass_is_a_recorded_torn_listing_failure(
+    store: Store, tmp_path: Path
+) -> None:
+    """Every pass sees a deploy between its pages 2 and 3, so no two passes agree. Must hold: a
+    recorded `torn-listing` failure, and no version stored."""
+    outcome = poll(store, tmp_path, "--page-size", "2", "--deploy-after-page", "2", "--deploys", "100")
+    assert outcome.error_kind == "torn-listing", outcome
+    assert "no two of 5 passes over its pages agreed" in (outcome.error or "")
+    with store.sessions() as session:
+        attempt = session.scalars(select(PollAttempt)).one()
+        assert (attempt.ok, attempt.error_kind) == (False, "torn-listing")
+        assert session.scalars(select(Snapshot)).all() == []
 
 
 async def test_a_listing_that_never_settles_is_an_error_not_a_mix(tmp_path: Path) -> None:
     with pytest.raises(PollError) as caught:
         await fetch_listing(stdio(tmp_path, "--page-size", "2", "--straddle", "100"), Limits(timeout=20))
-    assert caught.value.kind == "limit" and "changed while it was paged" in caught.value.message
+    assert caught.value.kind == "torn-listing" and "changed while it was paged" in caught.value.message
+
+
+async def test_a_stale_cursor_restarts_the_listing_from_the_first_page_once(tmp_path: Path) -> None:
+    """The server answers its own cursor with -32602 (its listing moved under it) once: the listing
+    is read again from the first page, and the poll succeeds. Twice: a clear failure naming it."""
+    listing = await fetch_listing(stdio(tmp_path, "--page-size", "2", "--stale-cursor", "1"))
+    assert listing.tools == TOOLS
+    with pytest.raises(PollError) as caught:
+        await fetch_listing(stdio(tmp_path, "--page-size", "2", "--stale-cursor", "2"), Limits(timeout=20))
+    assert caught.value.kind == "server-error"
+    assert "refused its own cursor on page 2 again" in caught.value.message
+    assert "cursor expired" in caught.value.message
 
 
 def test_session_stale_waits_for_the_listing_ttl(store: Store) -> None:

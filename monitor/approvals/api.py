@@ -38,6 +38,7 @@ from monitor.webapp.api.schemas import (
     WRITE_ERRORS,
     ApiJSONResponse,
     ErrorOut,
+    ShortStoredText,
     StoredText,
     not_found,
 )
@@ -92,11 +93,9 @@ Note = Annotated[
     StoredText, Field(max_length=4000, pattern=NO_NUL, description="Why: kept with the approval")
 ]
 Actor = Annotated[
-    StoredText | None,
+    ShortStoredText | None,
     Field(
         default=None,
-        max_length=200,
-        pattern=NO_NUL,
         description="Free text kept in the note (`for <by>: ...`); the actor is the token's name",
     ),
 ]

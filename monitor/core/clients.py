@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+import mcp_types as types
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 def _monitor_version() -> str:
@@ -47,6 +48,14 @@ class ClientProfile(BaseModel):
         description="The view's name; default: the client name",
     )
 
+    @field_validator("capabilities")
+    @classmethod
+    def _as_the_sdk_reads_them(cls, capabilities: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """What the SDK's `ClientCapabilities` accepts (`tasks` included), as it sends them: a value
+        it refuses is refused here, where it is configured, and a key it does not know (which it would
+        never send) is left out. The API takes the same (`ClientProfileIn`)."""
+        return sdk_capabilities(types.ClientCapabilities.model_validate(capabilities))
+
     @property
     def view(self) -> str:
         """The name this profile's view is stored and shown under."""
@@ -55,6 +64,11 @@ class ClientProfile(BaseModel):
     def wire(self) -> dict[str, Any]:
         """As stored with the view: what the server was told."""
         return {"name": self.name, "version": self.version, "capabilities": self.capabilities}
+
+
+def sdk_capabilities(capabilities: types.ClientCapabilities) -> dict[str, dict[str, Any]]:
+    """The capabilities as the SDK sends them: wire names, only what was given."""
+    return capabilities.model_dump(by_alias=True, mode="json", exclude_unset=True, exclude_none=True)
 
 
 DEFAULT_PROFILE = ClientProfile()

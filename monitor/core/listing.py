@@ -98,6 +98,13 @@ def read_listing(text: str, path: str) -> list[Tool]:
         raise ListingError(f"{path}: {exc}") from exc
 
 
+def offers_tools(capabilities: Mapping[str, Any] | None) -> bool:
+    """Whether a server's declared capabilities include `tools` (an object; null is absent, as the
+    MCP Python SDK reads it). A server without it offers no tools: the MCP lifecycle has clients
+    use only what was negotiated, and hosts on the TypeScript SDK refuse to ask it for any."""
+    return isinstance(capabilities, Mapping) and isinstance(capabilities.get("tools"), Mapping)
+
+
 def annotations_of(tool: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The tool's annotations object, or None when it has none (or something that is not an object)."""
     annotations = tool.get("annotations")

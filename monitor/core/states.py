@@ -60,13 +60,15 @@ class PollErrorKind(enum.StrEnum):
     MALFORMED = "malformed"
     STORAGE = "storage"
     """The database refused to store what the server sent: recorded as a failed poll, never dropped."""
+    TORN_LISTING = "torn-listing"
+    """The listing changed while it was paged, every time it was read: no consistent listing to store."""
 
     @classmethod
     def refused_answers(cls) -> frozenset[PollErrorKind]:
         """The server answered, but with something the monitor refused to store as a listing; a host
         may accept it, so decisions about the server fail closed (`listing-unverifiable`). The other
         kinds are failures to get an answer at all, after which the last good listing stands."""
-        return frozenset({cls.PROTOCOL, cls.LIMIT, cls.MALFORMED, cls.STORAGE})
+        return frozenset({cls.PROTOCOL, cls.LIMIT, cls.MALFORMED, cls.STORAGE, cls.TORN_LISTING})
 
 
 class ServerStatus(enum.StrEnum):
@@ -75,6 +77,8 @@ class ServerStatus(enum.StrEnum):
     OK = "ok"
     FAILING = "failing"
     NEVER_POLLED = "never polled"
+    NO_TOOLS = "no tools"
+    """Answers, but declares no `tools` capability: it offers hosts no tools (an empty listing)."""
 
 
 class ServerOrigin(enum.StrEnum):

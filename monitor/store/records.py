@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 from pydantic.json_schema import SkipJsonSchema
 
+from monitor.core.listing import offers_tools
 from monitor.core.rules import Severity
 from monitor.core.states import (
     AlertState,
@@ -115,7 +116,11 @@ class ServerRecord(Record):
     def status(self) -> ServerStatus:
         if self.last_poll_at is None:
             return ServerStatus.NEVER_POLLED
-        return ServerStatus.FAILING if self.consecutive_failures > 0 else ServerStatus.OK
+        if self.consecutive_failures > 0:
+            return ServerStatus.FAILING
+        if self.capabilities is not None and not offers_tools(self.capabilities):
+            return ServerStatus.NO_TOOLS
+        return ServerStatus.OK
 
     @property
     def worst_open_rank(self) -> int:

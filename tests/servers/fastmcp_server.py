@@ -9,6 +9,7 @@ transports stay the SDK's.
     python tests/servers/fastmcp_server.py TOOLS.json [--transport stdio|http|sse] [--port 0]
         [--page-size N] [--list-changed off|advertise|notify|decline] [--read-once]
         [--vary-by-client sampling|cloak] [--sampling-tools FILE] [--ttl-ms N] [--straddle N]
+        [--deploy-after-page K --deploys N] [--stale-cursor N]
 
 TOOLS.json holds a JSON array of tool objects. `--list-changed advertise` claims
 `tools.listChanged` but never notifies; `notify` also sends `notifications/tools/list_changed`
@@ -20,6 +21,11 @@ on stdout once listening. `--read-once` reads the file once, at start, and serve
 for the life of the process, as servers whose listing is fixed at startup (the reference npm
 servers) do. `--ttl-ms` sets the `ttlMs` of 2026-07-28 pages; `--straddle N` shows
 the first N requests for the first page each a different first tool, as a deploy under way would.
+`--deploy-after-page K --deploys N` deploys a new listing each time page K is served, N times in
+all: every tool past the first page then says `deploy <n>` (the first page never changes), so a
+pass that read page K before a deploy and page K+1 after it holds a listing never served.
+`--stale-cursor N` answers the first N requests that carry a cursor with JSON-RPC -32602, as a
+server whose listing moved under the cursor does.
 `--vary-by-client sampling` lists one more tool (`sample_summary`) to clients that declare the
 sampling capability; `--vary-by-client cloak` marks every tool read-only, and not
 destructive, for a client whose clientInfo name is `drift-monitor` (a server showing the monitor a
@@ -45,7 +51,8 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
-from mcp_types import SubscriptionsListenRequestParams
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, SubscriptionsListenRequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 WATCH_INTERVAL = 0.05
@@ -69,6 +76,11 @@ class ToolsFromFile:
         self.straddle = 0
         """The first this many requests for the first page each show a different first tool."""
         self.first_pages = 0
+        self.deploy_after_page = 0
+        self.deploys_left = 0
+        self.deployed = 0
+        """Deploys so far: tools past the first page say `deploy <deployed>` once there has been one."""
+        self.stale_cursors = 0
         self.path = path
         self.fixed: list[dict[str, Any]] | None = None
         """With --read-once, the tools as the file held them when the process started."""
@@ -99,13 +111,22 @@ class ToolsFromFile:
             ctx, self.fixed if self.fixed is not None else json.loads(self.path.read_text(encoding="utf-8"))
         )
         cursor = (ctx.params or {}).get("cursor")
+        if cursor is not None and self.stale_cursors > 0:
+            self.stale_cursors -= 1
+            raise MCPError(INVALID_PARAMS, "Invalid params: cursor expired")
         start = int(cursor) if cursor is not None else 0
         end = start + self.page_size
         if cursor is None:
             self.first_pages += 1
             if self.first_pages <= self.straddle and tools:
                 tools[0] = {**tools[0], "description": f"deploy {self.first_pages} under way"}
+        if self.deployed:
+            deployed = {"description": f"deploy {self.deployed}"}
+            tools = tools[: self.page_size] + [{**tool, **deployed} for tool in tools[self.page_size :]]
         result: dict[str, Any] = {"tools": tools[start:end]}
+        if start // self.page_size + 1 == self.deploy_after_page and self.deploys_left > 0:
+            self.deploys_left -= 1
+            self.deployed += 1  # after this page was built: the next page is the new deploy's
         if end < len(tools):
             result["nextCursor"] = str(end)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -142,6 +163,8 @@ def build(args: argparse.Namespace) -> MCPServer[Any]:
     tools.decline_tools = args.list_changed == "decline"
     tools.ttl_ms, tools.straddle = args.ttl_ms, args.straddle
     tools.sampling_tools = Path(args.sampling_tools) if args.sampling_tools else None
+    tools.deploy_after_page, tools.deploys_left = args.deploy_after_page, args.deploys
+    tools.stale_cursors = args.stale_cursor
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
@@ -202,6 +225,9 @@ def main() -> None:
     parser.add_argument("--ttl-ms", type=int, default=0, help="ttlMs of 2026-07-28 listings")
     parser.add_argument("--straddle", type=int, default=0, help="first-page requests that see a deploy")
     parser.add_argument("--read-once", action="store_true", help="serve the tools as read at start")
+    parser.add_argument("--deploy-after-page", type=int, default=0, help="deploy once this page is served")
+    parser.add_argument("--deploys", type=int, default=0, help="how many deploys --deploy-after-page makes")
+    parser.add_argument("--stale-cursor", type=int, default=0, help="requests with a cursor answered -32602")
     args = parser.parse_args()
     server = build(args)
     if args.transport == "stdio":

@@ -21,6 +21,11 @@ Modes:
                      so a poll that reads page 2 without re-reading page 1 stores a, b, d (c lost)
     listing-file     (stdio) answers tools/list with the text of --listing FILE, read at each request
                      and sent byte for byte (so it may hold NaN, 1e400, \u0000 or lone surrogates)
+    no-tools         declares no `tools` capability (prompts only) in initialize and server/discover,
+                     and answers tools/list with -32601, as such a server does
+    asks-client      (stdio) asked for tools/list, first sends roots/list, sampling/createMessage and
+                     elicitation/create to the client and lists one tool per answer, its
+                     description the answer's JSON (`{"result": ...}` or `{"error": ...}`)
     grandchild       (stdio) legacy-only, but first starts a child that keeps its stdout and stderr
                      open and sleeps GRANDCHILD_SLEEP s; its pid is written to --pid-file. The server
                      itself exits as soon as its stdin closes
@@ -65,7 +70,21 @@ MODES = (
     "listing-file",
     "torn",
     "grandchild",
+    "no-tools",
+    "asks-client",
 )
+ASKS = {
+    "roots": ("roots/list", None),
+    "sampling": (
+        "sampling/createMessage",
+        {"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}], "maxTokens": 5},
+    ),
+    "elicitation": (
+        "elicitation/create",
+        {"message": "Your name?", "requestedSchema": {"type": "object", "properties": {}}},
+    ),
+}
+"""What `asks-client` asks the client before it lists: tool name -> (method, params)."""
 GRANDCHILD_SLEEP = 120
 LOOP = {None: "a", "a": "b", "b": "a"}
 SERVER_INFO = {"name": "hostile", "version": "6.6.6"}
@@ -106,11 +125,11 @@ class Hostile:
         if method == "initialize":
             return self.initialize(params)
         if method == "server/discover":
-            if self.mode != "modern-only":
+            if self.mode not in ("modern-only", "no-tools"):
                 raise RpcError(-32601, "Method not found")
             return {
                 "supportedVersions": [MODERN],
-                "capabilities": {"tools": {"listChanged": True}},
+                "capabilities": self.capabilities(),
                 "resultType": "complete",
                 "ttlMs": 0,
                 "cacheScope": "public",
@@ -128,9 +147,16 @@ class Hostile:
             data = {"supported": [MODERN], "requested": requested}
             raise RpcError(-32022, "this server speaks only 2026-07-28", data)
         version = requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
-        return {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": SERVER_INFO}
+        return {"protocolVersion": version, "capabilities": self.capabilities(), "serverInfo": SERVER_INFO}
+
+    def capabilities(self) -> dict[str, Any]:
+        if self.mode == "no-tools":
+            return {"prompts": {}}
+        return {"tools": {"listChanged": True}} if self.mode == "modern-only" else {"tools": {}}
 
     def tools_list(self, cursor: str | None, secret: str | None) -> Any:
+        if self.mode == "no-tools":
+            raise RpcError(-32601, "Method not found")
         if self.mode == "hang-after-init":
             return HANG
         if self.mode == "malformed":
@@ -188,6 +214,12 @@ def serve_stdio(server: Hostile, pid_file: str | None = None) -> None:
             Path(pid_file).write_text(str(sleeper.pid), encoding="utf-8")
     for line in sys.stdin:
         message = json.loads(line)
+        if server.mode == "asks-client" and message.get("method") == "tools/list":
+            tools = [
+                tool(name, json.dumps(ask_client(method, params))) for name, (method, params) in ASKS.items()
+            ]
+            print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {"tools": tools}}), flush=True)
+            continue
         if server.listing_file and message.get("method") == "tools/list":
             text = Path(server.listing_file).read_text(encoding="utf-8")
             print(f'{{"jsonrpc": "2.0", "id": {json.dumps(message["id"])}, "result": {text}}}', flush=True)
@@ -199,6 +231,20 @@ def serve_stdio(server: Hostile, pid_file: str | None = None) -> None:
     if server.mode == "ignore-sigterm":
         while True:
             time.sleep(60)
+
+
+def ask_client(method: str, params: Any) -> dict[str, Any]:
+    """Send the client one request over stdio and wait for its answer (`result` or `error`)."""
+    ident = f"ask-{method}"
+    request: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "method": method}
+    if params is not None:
+        request["params"] = params
+    print(json.dumps(request), flush=True)
+    for line in sys.stdin:
+        answer = json.loads(line)
+        if answer.get("id") == ident and "method" not in answer:
+            return {key: answer[key] for key in ("result", "error") if key in answer}
+    return {"error": "the client closed stdin without answering"}
 
 
 def serve_http(server: Hostile, port: int, required: tuple[str, str] | None) -> None:

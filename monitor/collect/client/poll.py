@@ -36,7 +36,7 @@ from mcp_types.version import (
     LATEST_MODERN_VERSION,
     MODERN_PROTOCOL_VERSIONS,
 )
-from pydantic import RootModel, ValidationError
+from pydantic import ValidationError
 
 from monitor.collect.client.clients import LISTENER, HttpClients, Listener
 from monitor.collect.client.errors import (
@@ -56,41 +56,19 @@ from monitor.collect.client.http import (
     new_client,
     status_line,
 )
+from monitor.collect.client.negotiation import ProfileSession
+from monitor.collect.client.pages import Paging, Raw
 from monitor.collect.client.stdio import ResultsSeen, server_group, stop_server_group
 from monitor.collect.client.target import Era, FetchedListing, Limits, Listed, PollError, Target
 from monitor.collect.client.transport import PollDispatcher, poll_dispatcher
 from monitor.core.hosts import HostPolicy
+from monitor.core.listing import offers_tools
 from monitor.core.states import PollErrorKind, ServerOrigin
 
 _SSE_ONLY = ("HTTP 400 ", "HTTP 404 ", "HTTP 405 ")
 """How an SSE-only server (the 2024-11-05 transport) answers a Streamable HTTP POST."""
 Negotiated = tuple[Era, dict[str, Any] | None, dict[str, Any]]
 """The era, the serverInfo as sent, and the capabilities as sent."""
-
-
-class _Raw(RootModel[dict[str, Any]]):
-    """A result kept as the dict the transport parsed, after the SDK's schema check."""
-
-
-MAX_REFETCHES = 3
-"""How often a listing whose pages straddled a change is fetched again from its first page."""
-
-
-class ProfileSession(ClientSession):
-    """A session that declares the target's client profile in either era.
-
-    The SDK derives the capabilities it declares from the callbacks it was given (both in
-    `initialize` and in every 2026-07-28 request's `_meta`); a poll answers no sampling or
-    elicitation request, yet must declare what the hosts it stands for declare, because servers
-    may show those hosts a different listing.
-    """
-
-    def __init__(self, *args: Any, capabilities: dict[str, Any], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.declared = types.ClientCapabilities.model_validate(capabilities)
-
-    def _build_capabilities(self, version: str) -> types.ClientCapabilities:
-        return self.declared
 
 
 async def fetch_listing(
@@ -126,7 +104,7 @@ def as_sse(target: Target) -> Target:
     return replace(target, transport="sse")
 
 
-class Poll(Attempt):
+class Poll(Paging):
     """One poll, and the session machinery a watch session shares (it extends this)."""
 
     notifications = False
@@ -142,9 +120,8 @@ class Poll(Attempt):
         """Cancelled when the transport delivers something that is not JSON-RPC."""
         self.stream_error: Exception | None = None
         self.discover_refusal = ""
-        self.last_result: dict[str, Any] | None = None
-        """The result of the newest JSON-RPC response read, as parsed, before any schema check."""
-        self.invalid: list[str] = []
+        self.last_result = None
+        self.invalid = []
         self.large_turn: asyncio.Semaphore | None = None
 
     async def run(self) -> FetchedListing:
@@ -166,7 +143,9 @@ class Poll(Attempt):
             session = await self._start(stack)
             with self.abort:
                 era, server_info, capabilities = await self._negotiate(session)
-                listed = await self._list_consistently(session)
+                # No tools capability, no tools: hosts do not ask for them, and nor does a poll.
+                offered = offers_tools(capabilities)
+                listed = await self._list_consistently(session) if offered else Listed()
             self._end_large_answer()
             if self.stream_error is not None:
                 raise stream_error(self.stream_error)
@@ -185,6 +164,7 @@ class Poll(Attempt):
                 ttl_ms=listed.ttl_ms,
                 cache_scope=listed.cache_scope,
                 refetches=listed.refetches,
+                offers_tools=offered,
                 digest=listed.digest.digest(),
             )
 
@@ -361,7 +341,7 @@ class Poll(Attempt):
                 ),
             )
         )
-        raw = (await session.send_request(request, _Raw)).root
+        raw = (await session.send_request(request, Raw)).root
         result = types.InitializeResult.model_validate(raw)
         if result.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
             raise PollError(
@@ -407,92 +387,6 @@ class Poll(Attempt):
         meta = raw.get("_meta")
         server_info = meta.get(types.SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
         return "modern", server_info if isinstance(server_info, dict) else None, raw["capabilities"]
-
-    def _kept_despite(self, error: ValidationError, page: int) -> dict[str, Any]:
-        """A tools/list page that breaks the schema hosts validate against (an `inputSchema` without
-        `"type": "object"`, say): kept as sent, with where it breaks, when it still holds a tools array."""
-        result = self.last_result
-        if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
-            raise error
-        details = error.errors()
-        room = MAX_VALIDATION_ERRORS - len(self.invalid)
-        where = "" if page == 1 else f"page {page}: "
-        for detail in details[: max(room, 0)]:
-            location = ".".join(str(part) for part in detail["loc"]) or "result"
-            self.invalid.append(clip(f"{where}{location}: {detail['msg']}"))
-        if len(details) > room > -1:
-            self.invalid.append(f"{where}and {len(details) - max(room, 0)} more schema violation(s)")
-        return result
-
-    async def _list_consistently(self, session: ClientSession) -> Listed:
-        """Every page, with no cross-page guarantee from the server (2026-07-28 says so outright): a
-        paged listing's first page is fetched again at the end, and when it differs the pages
-        straddled a change, so the listing is fetched again from the start, at most `MAX_REFETCHES` times."""
-        for refetches in range(MAX_REFETCHES + 1):
-            listed = await self._list(session)
-            listed.refetches = refetches
-            if listed.pages == 1:
-                return listed
-            self.stage = "tools/list (first page again)"
-            self.last_result = None
-            again: Any
-            try:
-                again = (await session.send_request(types.ListToolsRequest(params=None), _Raw)).root
-            except ValidationError:  # as invalid as the first time: compare what was sent
-                again = self.last_result
-            if isinstance(again, dict) and again.get("tools") == listed.first_page:
-                return listed
-        raise PollError(
-            PollErrorKind.LIMIT,
-            f"the listing changed while it was paged {MAX_REFETCHES + 1} times in a row: "
-            "no consistent listing to record",
-        )
-
-    async def _list(self, session: ClientSession) -> Listed:
-        limits = self.limits
-        listed = Listed()
-        cursors: set[str] = set()
-        cursor: str | None = None
-        while True:
-            if listed.pages == limits.max_pages:
-                raise PollError(
-                    PollErrorKind.LIMIT, f"listing exceeds {limits.max_pages} pages (cursor loop?)"
-                )
-            listed.pages += 1
-            pages = listed.pages
-            self.stage = "tools/list" if pages == 1 else f"tools/list (page {pages})"
-            params = None if cursor is None else types.PaginatedRequestParams(cursor=cursor)
-            self.last_result = None
-            try:
-                result = (await session.send_request(types.ListToolsRequest(params=params), _Raw)).root
-            except ValidationError as exc:
-                result = self._kept_despite(exc, listed.pages)
-            listed.size += listed.measure(result)
-            if listed.size > limits.max_bytes:
-                raise PollError(
-                    PollErrorKind.LIMIT, f"listing exceeds {limits.max_bytes} bytes (at page {pages})"
-                )
-            if pages == 1:
-                listed.first_page = result["tools"]
-            listed.tools.extend(result["tools"])
-            listed.cache_hints(result)
-            if len(listed.tools) > limits.max_tools:
-                raise PollError(
-                    PollErrorKind.LIMIT, f"listing exceeds {limits.max_tools} tools (at page {pages})"
-                )
-            cursor = result.get("nextCursor")
-            if cursor is None:
-                return listed
-            if cursor in cursors:
-                raise PollError(
-                    PollErrorKind.LIMIT,
-                    f"server repeated cursor {clip(cursor)!r} on page {pages} (cursor loop)",
-                )
-            cursors.add(cursor)
-
-
-MAX_VALIDATION_ERRORS = 20
-"""Schema violations recorded per listing; the count of the rest is kept."""
 
 
 def _advertises_list_changed(capabilities: Mapping[str, Any]) -> bool:

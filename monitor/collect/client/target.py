@@ -91,7 +91,11 @@ class FetchedListing:
     cache_scope: str | None = None
     """`cacheScope`: `public`, or `private` when any page says so."""
     refetches: int = 0
-    """How often the listing was fetched again from the start because its pages straddled a change."""
+    """How often the listing was read again from the start because its pages straddled a change
+    (a paged listing is always read twice: the second pass confirms the first; `pages.Paging`)."""
+    offers_tools: bool = True
+    """False for a server whose capabilities declare no `tools`: it was not asked for any (`tools` is
+    empty, `pages` 0), and is recorded as the `no tools` state, not as a failure."""
     digest: bytes | None = None
     """SHA-256 of the pages' results as compact JSON, in order (the text `listing_bytes` counts):
     the same digest, the same tools (see `Poller._index`). None once the tools were altered
@@ -103,7 +107,6 @@ class Listed:
     """One pass over every page of `tools/list`."""
 
     tools: list[dict[str, Any]] = field(default_factory=list)
-    first_page: list[Any] = field(default_factory=list)
     pages: int = 0
     size: int = 0
     ttl_ms: int | None = None

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Generic, Literal, Self, TypeVar
 
+import mcp_types as types
 from fastapi import HTTPException, Query
 from fastapi.responses import JSONResponse
 from pydantic import (
@@ -20,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from monitor.core.clients import sdk_capabilities
 from monitor.core.hosts import REFUSED_NAMES
 from monitor.core.ijson import storable
 from monitor.core.rules import CATALOG
@@ -102,6 +104,10 @@ def _storable(value: str) -> str:
 StoredText = Annotated[str, AfterValidator(_storable)]
 """Free text a request stores (names, notes, ids): no NUL, no lone surrogates, or a 422 naming the
 field. Give it `pattern=NO_NUL` too, so that the OpenAPI document says so."""
+ShortStoredText = Annotated[str, StringConstraints(max_length=200, pattern=NO_NUL), AfterValidator(_storable)]
+"""`StoredText` of at most 200 characters, its constraints on the string itself: inside an optional
+(`ShortStoredText | None`) the OpenAPI document keeps them, where `Field(pattern=...)` on the
+union loses the pattern (and a schema-valid NUL would be refused)."""
 
 _PORT = r"(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})"
 URL_PATTERN = (
@@ -202,40 +208,27 @@ def _refuse_stdio(value: Any) -> Any:
     return value
 
 
-_CAPABILITY_NAME = r"^[A-Za-z][A-Za-z0-9._/-]{0,99}$"
-CapabilityName = Annotated[str, StringConstraints(pattern=_CAPABILITY_NAME)]
-CapabilityFlags = dict[CapabilityName, bool | dict[CapabilityName, bool]]
-
-
-def _closed(values: dict[str, Any]) -> dict[str, Any]:
-    """An object whose keys are capability names, each holding `values`, and nothing else."""
-    return {"type": "object", "patternProperties": {_CAPABILITY_NAME: values}, "additionalProperties": False}
-
-
-def _capabilities_schema(schema: dict[str, Any]) -> None:
-    """The OpenAPI of `capabilities`: every key named, nothing else allowed (pydantic leaves
-    `additionalProperties` open beside `patternProperties`)."""
-    flags = _closed({"anyOf": [{"type": "boolean"}, _closed({"type": "boolean"})]})
-    schema["anyOf"] = [_closed(flags), {"type": "null"}]
-
-
 class ClientProfileIn(BaseModel):
-    """A client profile over the API: its capabilities as objects two levels deep with boolean
-    leaves (`{"roots": {"listChanged": true}, "sampling": {}, "elicitation": {"form": {}}}`)."""
+    """A client profile over the API: its capabilities as the SDK's `ClientCapabilities` reads them
+    (`{"roots": {"listChanged": true}, "sampling": {}, "tasks": {"requests": {...}}}`), as in the
+    config file (`ClientProfile`)."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(default="drift-monitor", min_length=1, max_length=200, pattern=NO_NUL)
     version: str | None = Field(default=None, min_length=1, max_length=100, pattern=NO_NUL)
-    capabilities: dict[CapabilityName, CapabilityFlags] | None = Field(
+    capabilities: types.ClientCapabilities | None = Field(
         default=None,
-        description="Default: roots, sampling and elicitation, as common hosts declare",
-        json_schema_extra=_capabilities_schema,
+        description="The MCP `ClientCapabilities` declared (the SDK's model: what the config file takes "
+        "too, `tasks` included). Default: roots, sampling and elicitation, as common hosts declare",
     )
     label: str | None = Field(default=None, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._@/+-]*$")
 
     def profile(self) -> dict[str, Any]:
-        return self.model_dump(exclude_none=True)
+        profile = self.model_dump(exclude_none=True, exclude={"capabilities"})
+        if self.capabilities is not None:
+            profile["capabilities"] = sdk_capabilities(self.capabilities)
+        return profile
 
 
 AliasName = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=SERVER_NAME)]
