@@ -205,7 +205,7 @@ class Poll(Attempt):
             stack.callback(LISTENER.reset, token)
             client = self.clients.client(target, self.limits)
         else:
-            client = self._http_client(dict(target.headers), httpx2.Timeout(self.limits.timeout))
+            client = self._http_client(target.request_headers, httpx2.Timeout(self.limits.timeout))
             stack.push_async_callback(client.aclose)
         return poll_dispatcher(
             target.url, http_client=client, max_sse_event_size=self.limits.max_bytes, on_inbound=self._inbound
@@ -245,7 +245,7 @@ class Poll(Attempt):
         assert target.url is not None  # `_start` checked
         return sse_client(  # "sse" (a poll on "http" runs a `PollDispatcher`; a watch overrides this)
             target.url,
-            headers=dict(target.headers),
+            headers=target.request_headers,
             timeout=self.limits.timeout,
             sse_read_timeout=self.limits.timeout,
             httpx_client_factory=self._http_client,
@@ -428,7 +428,7 @@ class Poll(Attempt):
                 again = (await session.send_request(types.ListToolsRequest(params=None), _Raw)).root
             except ValidationError:  # as invalid as the first time: compare what was sent
                 again = self.last_result
-            if isinstance(again, dict) and again.get("tools") == listed.first_page:
+            if isinstance(again, dict) and listed.same_first_page(again.get("tools")):
                 return listed
         raise PollError(
             PollErrorKind.LIMIT,

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import pydantic_core
 
 from monitor.core.clients import DEFAULT_PROFILE, ClientProfile
+from monitor.core.fingerprint import without_meta
 from monitor.core.states import PollErrorKind, ServerOrigin
 
 Era = Literal["handshake", "modern"]
@@ -45,6 +46,12 @@ class Target:
     """Who the poll says it is (`clientInfo`) and what it declares it can do, in either era."""
     views: tuple[ClientProfile, ...] = ()
     """Further client profiles of the server, each polled after `client` and stored as its own view."""
+
+    @property
+    def request_headers(self) -> dict[str, str]:
+        """What every HTTP request of the poll carries: the profile's User-Agent, the server's headers,
+        the profile's own headers (`ClientProfile.request_headers`)."""
+        return self.client.request_headers(self.headers)
 
     def secret_values(self) -> list[str]:
         """Every configured secret (header and env values, their words, expanded variables), longest
@@ -126,6 +133,12 @@ class Listed:
         self.digest.update(text)
         return len(text)
 
+    def same_first_page(self, tools: Any) -> bool:
+        """Whether the first page, asked for again, lists the tools it listed, `_meta` left out: a
+        server may stamp each request's tools with a request id or a time there, and that is no
+        change the pages straddled (the `_meta` kept is the pass's own)."""
+        return bool(_identities(tools) == _identities(self.first_page))
+
     def cache_hints(self, result: Mapping[str, Any]) -> None:
         """`ttlMs` and `cacheScope` (2026-07-28). A host may keep each page for its TTL, so the
         listing's is the longest; a malformed hint is ignored, as a host would ignore it."""
@@ -148,3 +161,9 @@ class PollError(Exception):
 
     def __repr__(self) -> str:
         return f"PollError({str(self.kind)!r}, {self.message!r})"
+
+
+def _identities(tools: Any) -> Any:
+    if not isinstance(tools, list):
+        return tools
+    return [without_meta(tool) if isinstance(tool, Mapping) else tool for tool in tools]
