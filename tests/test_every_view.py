@@ -114,8 +114,8 @@ def test_decisions_are_judged_on_the_host_view(store: Store, tmp_path: Path) -> 
         assert held["reasons"] == ["approved"], "the host view's listing is current, not stale"
         enforced = client.get("/api/v1/servers/notes/annotations/enforced").json()
         assert set(enforced["tools"]) == {"list_notes", "send_summary"}
-    poll(store, host_only_server(tmp_path, profiles, read_only=False))
-    with web_client(store) as client:
+        # The same process: its decision cache must see that only a view changed.
+        poll(store, host_only_server(tmp_path, profiles, read_only=False))
         for capabilities in (HOST_CAPABILITIES, None):
             answer = decide(client, "send_summary", capabilities)
             assert answer["decision"] == "deny" and answer["rule"] == "read-only-revoked", answer
