@@ -23,6 +23,7 @@ from support.web import web_client
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.core.clients import HOST_VERSION
+from monitor.notify.alerts import Alerting
 from monitor.store import PollOutcome, Store
 from monitor.store.models import ClientView
 
@@ -114,6 +115,7 @@ def test_cloaking_by_client_name_is_caught_by_the_own_identity(store: Store, tmp
     hold: the stored version is what hosts get (purge_notes writable); once the monitor's own identity
     is polled, a high `listing-varies-by-client` names purge_notes and both views; a later poll that
     sees the same difference records it again nowhere; both listings are kept as views."""
+    store.hooks.append(Alerting(base_url="http://127.0.0.1:8000"))
     polled = polls(store, stdio_server(tmp_path, "--vary-by-client", "cloak"), 3, identity_every=EVERY_POLL)
     assert current_tools(store)["purge_notes"]["annotations"]["readOnlyHint"] is False
     assert polled[0].findings == [], "the own identity is first polled one interval after the first poll"
@@ -137,6 +139,11 @@ def test_cloaking_by_client_name_is_caught_by_the_own_identity(store: Store, tmp
         assert "Delete every note." in page.text
         missing = client.get("/servers/notes/views/diff", params={"view": "nobody"})
         assert missing.status_code == 404
+        alerts = client.get("/api/v1/alerts", params={"rule": "listing-varies-by-client"}).json()["items"]
+        alert_page = client.get(f"/alerts/{alerts[0]['id']}")
+        assert "/views/diff?base=claude-code&amp;view=drift-monitor" in alert_page.text, (
+            "both listings linked"
+        )
 
 
 def test_cloaking_by_user_agent(store: Store, tmp_path: Path) -> None:
