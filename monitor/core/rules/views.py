@@ -20,9 +20,9 @@ from monitor.core.text import make_visible
 CATALOG["listing-varies-by-client"] = Rule(
     "listing-varies-by-client",
     Severity.MEDIUM,
-    "Two client profiles of one server (different clientInfo, headers or declared capabilities) get "
-    "different listings; high when one view is laxer on readOnlyHint or destructiveHint for the same "
-    "tool, or when the two declare the same capabilities (the server tells clients apart by identity).",
+    "Two client profiles of one server get different listings; high when one view is laxer on "
+    "readOnlyHint or destructiveHint for a tool, or when both declare the same capabilities (told "
+    "apart by identity alone).",
     "server",
 )
 
