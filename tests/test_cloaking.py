@@ -25,7 +25,7 @@ from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.core.clients import HOST_VERSION
 from monitor.notify.alerts import Alerting
 from monitor.store import PollOutcome, Store
-from monitor.store.models import ClientView
+from monitor.store.models import Alert, ClientView
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
@@ -162,3 +162,32 @@ def test_cloaking_by_user_agent(store: Store, tmp_path: Path) -> None:
         "claude-code": False,
         "drift-monitor": True,
     }
+
+
+def test_a_cloaking_alert_resolves_only_when_the_own_identity_sees_the_same(
+    store: Store, tmp_path: Path
+) -> None:
+    """The server shows drift-monitor a safe listing; a bare profile is polled beside the primary one.
+    Must hold: a poll without the own identity (not due) compares only the other views, so even when
+    they change and agree it resolves no `listing-varies-by-client` alert the own identity raised; the
+    next poll with it, seeing what hosts see, does."""
+    store.hooks.append(Alerting(base_url="http://127.0.0.1:8000"))
+    bare = {"label": "bare", "name": "bare-host", "capabilities": {}}
+
+    def open_alerts() -> set[str | None]:
+        with store.sessions() as session:
+            rows = session.scalars(select(Alert).where(Alert.rule == "listing-varies-by-client"))
+            return {alert.tool for alert in rows if alert.state == "open"}
+
+    cloaking = stdio_server(tmp_path, "--vary-by-client", "cloak", client=[{}, bare])
+    polls(store, cloaking, 2, identity_every=EVERY_POLL)
+    assert open_alerts() == {"list_notes", "purge_notes"}
+    edited = [{**TOOLS[0], "description": "List every note."}, TOOLS[1]]
+    (tmp_path / "tools.json").write_text(json.dumps(edited))  # every view changes, the two polled agree
+    (changed,) = polls(store, cloaking, 1, identity_every=EVERY_POLL)  # a poller's first poll: not due
+    assert changed.new_version
+    assert open_alerts() == {"list_notes", "purge_notes"}
+    honest = stdio_server(tmp_path, client=[{}, bare])
+    (tmp_path / "tools.json").write_text(json.dumps(edited))
+    polls(store, honest, 2, identity_every=EVERY_POLL)
+    assert open_alerts() == set()
