@@ -144,8 +144,7 @@ def build(engine: Engine) -> dict[str, int]:
                 }
             )
             members.extend(
-                {"listing_id": listing_id, "tool_id": current[i][0], "position": i, "meta": None}
-                for i in range(TOOLS)
+                {"listing_id": listing_id, "tool_id": current[i][0], "position": i} for i in range(TOOLS)
             )
             snapshot_id += 1
             snapshots.append(

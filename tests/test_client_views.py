@@ -75,9 +75,9 @@ def test_one_more_tool_for_clients_declaring_sampling(store: Store, tmp_path: Pa
     server = varying_server(tmp_path, "sampling", [BARE, {}])
     first = poll(store, server)
     stored = views(store)
-    assert set(stored) == {"bare-host", "drift-monitor"}
-    assert stored["bare-host"][0] != stored["drift-monitor"][0], "two listings, one per view"
-    assert stored["drift-monitor"][1]["capabilities"] == {
+    assert set(stored) == {"bare-host", "claude-code"}
+    assert stored["bare-host"][0] != stored["claude-code"][0], "two listings, one per view"
+    assert stored["claude-code"][1]["capabilities"] == {
         "roots": {"listChanged": True},
         "sampling": {},
         "elicitation": {},
@@ -85,7 +85,7 @@ def test_one_more_tool_for_clients_declaring_sampling(store: Store, tmp_path: Pa
     assert first.tool_count == 2, "the primary (first) profile's listing is the server's version"
     (varies,) = [f for f in first.findings if f.rule == "listing-varies-by-client"]
     assert varies.tool == "sample_summary" and varies.severity == "medium"
-    assert varies.detail["only_in"] == "drift-monitor"
+    assert varies.detail["only_in"] == "claude-code"
     assert "sample_summary" in varies.message and "'bare-host'" in varies.message
 
     again = poll(store, server)
@@ -97,20 +97,24 @@ def test_a_tool_read_only_only_for_the_monitor_is_cloaking(store: Store, tmp_pat
     """The server marks every tool read-only for a client named drift-monitor and not for Claude Code.
     Must hold: a high finding for the tool that is read-only only in the monitor's view, and an alert."""
     store.hooks.append(Alerting(base_url="http://127.0.0.1:8000"))
-    server = varying_server(tmp_path, "cloak", [{}, CLAUDE])
+    server = varying_server(tmp_path, "cloak", [{"name": "drift-monitor"}, CLAUDE])
     outcome = poll(store, server)
     varies = {f.tool: f for f in outcome.findings if f.rule == "listing-varies-by-client"}
     assert set(varies) == {"list_notes", "purge_notes"}
-    assert varies["list_notes"].severity == "medium", (
-        "read-only for every client: only its definition differs"
+    assert varies["list_notes"].severity == "high", (
+        "read-only for every client, but the two declare the same capabilities: told apart by name alone"
     )
+    assert "same capabilities" in varies["list_notes"].message
     cloaked = varies["purge_notes"]
     assert cloaked.severity == "high" and cloaked.field == "annotations.readOnlyHint"
     assert (cloaked.old, cloaked.new) == (True, False)
     assert "'drift-monitor'" in cloaked.message and "cloaking" in cloaked.message
     with store.sessions() as session:
-        alert = session.scalars(select(Alert).where(Alert.rule == "listing-varies-by-client")).one()
-        assert alert.tool == "purge_notes" and alert.severity == "high" and alert.state == "open"
+        alerts = session.scalars(select(Alert).where(Alert.rule == "listing-varies-by-client")).all()
+        assert {(a.tool, a.severity, a.state) for a in alerts} == {
+            ("list_notes", "high", "open"),
+            ("purge_notes", "high", "open"),
+        }
         stored = session.scalars(
             select(FindingRecord).where(
                 FindingRecord.rule == "listing-varies-by-client", FindingRecord.tool == "purge_notes"
@@ -128,10 +132,10 @@ def test_views_in_the_api_the_dashboard_and_host_sessions(store: Store, tmp_path
         listed = client.get("/api/v1/servers/notes/views").json()
         assert [(v["profile"], v["tool_count"], v["same_as_primary"]) for v in listed] == [
             ("bare-host", 2, True),
-            ("drift-monitor", 3, False),
+            ("claude-code", 3, False),
         ]
         server = client.get("/api/v1/servers/notes").json()
-        assert [c["name"] for c in server["client"]] == ["bare-host", "drift-monitor"]
+        assert [c["name"] for c in server["client"]] == ["bare-host", "claude-code"]
         page = client.get("/servers/notes")
         assert page.status_code == 200 and "Client views" in page.text and "differs" in page.text
         bare, full = (v["fingerprint"] for v in listed)
@@ -179,9 +183,9 @@ def test_client_profiles_in_the_config_file(tmp_path: Path) -> None:
     config.write_text(server + 'client = [{}, { label = "bare", capabilities = {} }]\n')
     primary, bare = load_config(config).servers[0].client
     assert primary.capabilities == {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}}
-    assert bare.view == "bare" and bare.name == "drift-monitor"
+    assert bare.view == "bare" and bare.name == "claude-code"
     config.write_text(server + 'client = [{}, { version = "9" }]\n')
-    assert [p.view for p in load_config(config).servers[0].client] == ["drift-monitor", "drift-monitor-2"]
+    assert [p.view for p in load_config(config).servers[0].client] == ["claude-code", "claude-code-2"]
     for text, expected in (
         ('client = { capabilities = { sampling = "yes" } }\n', "client.0.capabilities.sampling"),
         ('client = { nmae = "x" }\n', "client.0.nmae: Extra inputs"),
@@ -206,7 +210,7 @@ def test_client_profiles_over_the_api(store: Store) -> None:
         profiles = created.json()["client"]
         assert [(p["name"], p["capabilities"]) for p in profiles] == [
             ("claude-code", {"sampling": {}}),
-            ("drift-monitor", {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}}),
+            ("claude-code", {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}}),
         ]
         one = client.post(
             "/api/v1/servers", json={"name": "single", "url": "https://mcp.example.com/mcp", "client": {}}

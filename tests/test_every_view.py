@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -78,7 +80,7 @@ def test_a_tool_only_hosts_see_losing_read_only_is_critical(store: Store, tmp_pa
     (revoked,) = [f for f in outcome.findings if f.rule == "read-only-revoked"]
     assert revoked.tool == "send_summary" and revoked.severity == "critical"
     if order == "bare first":
-        assert revoked.detail["view"] == "drift-monitor" and "'drift-monitor'" in revoked.message
+        assert revoked.detail["view"] == "claude-code" and "'claude-code'" in revoked.message
     with store.sessions() as session:
         alert = session.scalars(select(Alert).where(Alert.rule == "read-only-revoked")).one()
         assert alert.tool == "send_summary" and alert.severity == "critical" and alert.state == "open"
@@ -107,13 +109,13 @@ def test_decisions_are_judged_on_the_host_view(store: Store, tmp_path: Path) -> 
         bare = decide(client, "send_summary", {})
         assert (bare["decision"], bare["reasons"]) == ("deny", ["unknown-tool"])
         views = client.get("/api/v1/servers/notes/views").json()
-        full = next(v["fingerprint"] for v in views if v["profile"] == "drift-monitor")
+        full = next(v["fingerprint"] for v in views if v["profile"] == "claude-code")
         held = decide(client, "send_summary", HOST_CAPABILITIES, fingerprint=full)
         assert held["reasons"] == ["approved"], "the host view's listing is current, not stale"
         enforced = client.get("/api/v1/servers/notes/annotations/enforced").json()
         assert set(enforced["tools"]) == {"list_notes", "send_summary"}
-    poll(store, host_only_server(tmp_path, profiles, read_only=False))
-    with web_client(store) as client:
+        # The same process: its decision cache must see that only a view changed.
+        poll(store, host_only_server(tmp_path, profiles, read_only=False))
         for capabilities in (HOST_CAPABILITIES, None):
             answer = decide(client, "send_summary", capabilities)
             assert answer["decision"] == "deny" and answer["rule"] == "read-only-revoked", answer
@@ -129,10 +131,41 @@ def test_a_cloaking_server_is_denied_unless_the_host_view_is_known(store: Store,
     notes.write_text(
         json.dumps([tool("purge_notes", read_only=False, destructive=True, description="Delete notes.")])
     )
-    poll(store, server(tmp_path, [HOST, CLAUDE], "--vary-by-client", "cloak"))
+    poll(store, server(tmp_path, [{"name": "drift-monitor"}, CLAUDE], "--vary-by-client", "cloak"))
     with web_client(store) as client:
         assert decide(client, "purge_notes", None)["decision"] == "deny"
         claude = decide(client, "purge_notes", HOST_CAPABILITIES, client="claude-code/2.0.0")
         assert claude["decision"] == "deny" and claude["rule"] == "read-only-revoked", claude
         monitor = decide(client, "purge_notes", HOST_CAPABILITIES, client="drift-monitor/1")
         assert monitor["decision"] == "allow", "the view the server calls safe is as first trusted"
+
+
+EVERYTHING = os.environ.get("DRIFT_MONITOR_TEST_EVERYTHING") or shutil.which("mcp-server-everything")
+"""`@modelcontextprotocol/server-everything`'s binary (`npm install` it, and put it on PATH or name it
+in DRIFT_MONITOR_TEST_EVERYTHING); the test is skipped without it."""
+
+
+@pytest.mark.skipif(EVERYTHING is None, reason="server-everything is not installed")
+def test_server_everything_every_profile_judged(store: Store) -> None:
+    """The real server-everything lists fewer tools to a bare client than to hosts. Must hold: with
+    the bare profile first, each view is stored, and the tools only hosts see are decided on the
+    host's view (allowed, as first trusted), unknown to a bare host (deny), and allowed on the
+    strictest view when the host does not say what it declared."""
+    assert EVERYTHING is not None
+    config = ServerConfig.model_validate(
+        {
+            "name": "notes",
+            "transport": "stdio",
+            "command": EVERYTHING,
+            "args": ["stdio"],
+            "client": [BARE, HOST],
+        }
+    )
+    poll(store, config)
+    with web_client(store) as client:
+        views = {v["profile"]: v["tool_count"] for v in client.get("/api/v1/servers/notes/views").json()}
+        assert views["bare"] < views["claude-code"], views
+        for name in ("trigger-sampling-request", "get-roots-list"):
+            assert decide(client, name, HOST_CAPABILITIES)["decision"] == "allow"
+            assert decide(client, name, {})["reasons"] == ["unknown-tool"]
+            assert decide(client, name, None)["decision"] == "allow"

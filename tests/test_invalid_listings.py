@@ -61,7 +61,9 @@ def test_a_listing_hosts_reject_is_stored_as_a_version_with_its_errors(
             snapshot = session.scalars(select(Snapshot)).one()
             assert snapshot.validation_errors and any("inputSchema" in e for e in snapshot.validation_errors)
         with store.sessions() as session:
-            assert queries.listing_tools(session, snapshot.listing_id) == [NO_TYPE], "kept exactly as sent"
+            assert queries.listing_tools(session, snapshot.listing_id, snapshot.id) == [NO_TYPE], (
+                "kept exactly as sent"
+            )
         with store.sessions() as session:
             (alert,) = session.scalars(select(Alert)).all()
             assert (alert.rule, alert.state) == ("listing-invalid", "open")

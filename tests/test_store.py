@@ -134,15 +134,18 @@ def test_vendor_fields_and_unknown_hints_are_kept_and_versioned(store: Store, tm
 
     assert first.ok, first.error
     assert not meta_only.new_version, "_meta is not part of identity"
+    assert [(f.rule, f.severity, f.tool) for f in meta_only.findings] == [
+        ("meta-changed", "info", "tool_000")
+    ]
     assert vendor.new_version and [f.field for f in vendor.findings if f.tool] == ["x-vendor"]
     assert hint.new_version and [f.field for f in hint.findings if f.tool] == ["annotations.x-unknown-hint"]
     with store.sessions() as session:
         snapshot = session.scalars(select(Snapshot).where(Snapshot.version == 1)).one()
     with store.sessions() as session:
-        stored = queries.listing_tools(session, snapshot.listing_id)
+        stored = queries.listing_tools(session, snapshot.listing_id, snapshot.id)
     expected = make_tools(3)
-    expected[0]["_meta"] = {"volatile": 1}
-    assert sorted(stored, key=lambda t: t["name"]) == expected, "the listing exactly as first sent"
+    expected[0]["_meta"] = {"volatile": 2}
+    assert sorted(stored, key=lambda t: t["name"]) == expected, "as sent, _meta as last sent in version 1"
 
 
 def test_unreachable_after_three_failures_then_recovery(store: Store, engine: Engine, tmp_path: Path) -> None:

@@ -126,12 +126,12 @@ def test_a_batch_of_mixed_servers_keeps_each_ones_view_span_and_alerts(engine: E
         alerts = session.execute(select(Alert.server_id, Alert.rule, Alert.state)).all()
         failing = session.scalar(select(Server.consecutive_failures).where(Server.id == ids[3]))
     assert views == [
-        (ids[0], "drift-monitor", 2, finished),
-        (ids[1], "drift-monitor", 2, finished),
-        (ids[2], "drift-monitor", 1, T0 + timedelta(milliseconds=40)),
+        (ids[0], DEFAULT_PROFILE.view, 2, finished),
+        (ids[1], DEFAULT_PROFILE.view, 2, finished),
+        (ids[2], DEFAULT_PROFILE.view, 1, T0 + timedelta(milliseconds=40)),
         (ids[2], "other", 1, finished),
-        (ids[3], "drift-monitor", 2, finished),
-        (ids[4], "drift-monitor", 1, T0 + timedelta(milliseconds=40)),
+        (ids[3], DEFAULT_PROFILE.view, 2, finished),
+        (ids[4], DEFAULT_PROFILE.view, 1, T0 + timedelta(milliseconds=40)),
     ]
     assert wire is not None and wire["version"] == "99.0", "the span keeps what the server was last told"
     assert alerts == [(ids[3], "server-unreachable", "resolved")] and failing == 0

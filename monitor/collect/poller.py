@@ -29,11 +29,12 @@ from monitor.collect.observe import observe_poll
 from monitor.collect.recorder import GroupCommit
 from monitor.collect.targets import api_target, limits_for, resolve_targets
 from monitor.config import Config, ConfigError
-from monitor.core.clients import ClientProfile
+from monitor.core.clients import OWN_NAME, ClientProfile, own_identity
 from monitor.core.findings import Finding
 from monitor.core.fingerprint import META_KEY, CanonicalListing, NotIJSONError
 from monitor.core.listing import ListingError, duplicated_tools, validate_tools
 from monitor.core.rules.listings import duplicate_tool_names
+from monitor.core.rules.metas import metas_digest
 from monitor.core.states import PollErrorKind, ServerOrigin
 from monitor.store import PollOutcome, Store
 from monitor.store.digests import current_digests
@@ -66,6 +67,9 @@ class Poller:
         """Why each config server the last `jobs` left out could not be polled."""
         self.clients: HttpClients | None = None
         """Kept HTTP clients (a long-running `serve` sets them); None: each poll makes its own."""
+        self.identity_checked: dict[int, float] = {}
+        """Per server, when (monotonic) this process last polled it under the monitor's own name, or
+        first polled it: the first such poll comes one `identity_check_interval` after that."""
         self.indexed: dict[int, tuple[bytes, str]] = {}
         """Per server, the digest of its last listing's pages (`FetchedListing.digest`) and that listing's
         fingerprint (two small values per server ever polled by this process or recalled; see `_index`)."""
@@ -146,9 +150,13 @@ class Poller:
             return await self._failure(
                 job, PollErrorKind.MALFORMED, message, started, clock, raw, refusal_findings=duplicates
             )
-        views, view_errors = await self._views(job)
+        own = self._own_identity_due(job)
+        views, view_errors = await self._views(job, own)
+        checked = own is not None and own.view in {view.profile.view for view in views}
         try:
-            outcome = await self._record_success(job, fetched, listing, views, started, clock, seen_again)
+            outcome = await self._record_success(
+                job, fetched, listing, views, started, clock, seen_again, own_checked=checked
+            )
         except (SQLAlchemyError, ValueError, RecursionError) as exc:
             # The database refused the listing (a value one of them cannot hold), or recording it
             # failed on what the server sent: the poll is still a recorded outcome, counted towards
@@ -169,7 +177,10 @@ class Poller:
         started: datetime,
         clock: float,
         seen_again: bool,
+        *,
+        own_checked: bool = False,
     ) -> PollOutcome:
+        metas = _metas(fetched.tools)
         prepared = None  # without one, the writer computes the diff itself, and records what goes wrong
         if not seen_again:  # a listing seen again is almost always its server's current one: no diff
             with contextlib.suppress(SQLAlchemyError, ValueError, RecursionError):
@@ -185,10 +196,13 @@ class Poller:
             server_info=fetched.server_info,
             capabilities=fetched.capabilities,
             list_changed_advertised=fetched.list_changed_advertised,
-            metas=_metas(fetched.tools),
+            metas=metas,
+            metas_digest=metas_digest(metas),
             validation_errors=tuple(fetched.validation_errors),
             client=job.target.client,
             views=tuple(views),
+            views_complete=own_checked or not self._watches_identity(job),
+            recheck_views=own_checked,
             cache=CacheHints(fetched.ttl_ms, fetched.cache_scope, fetched.refetches),
             digest=fetched.digest,
         )
@@ -227,15 +241,37 @@ class Poller:
             self.clients.forget(job.target.name)
         return await fetch_listing(job.target, job.limits, self.clients)
 
-    async def _views(self, job: Job) -> tuple[list[View], dict[str, str]]:
-        """The server's further client profiles, polled concurrently, each as its own view; a view
-        whose poll fails is reported and left out, and the primary view's result stands."""
+    def _own_identity_due(self, job: Job) -> ClientProfile | None:
+        """The monitor's own identity (`own_identity`) when this poll should also poll as it: once every
+        `identity_check_interval`, the first time one interval after this process first polled the
+        server. None when not due, switched off, or a profile already polls under that name."""
+        interval = self.config.monitor.identity_check_interval
+        if interval <= 0:
+            return None
+        now = time.monotonic()
+        last = self.identity_checked.setdefault(job.server_id, now)
+        if now - last < interval:
+            return None
+        self.identity_checked[job.server_id] = now
+        target = job.target
+        return own_identity(target.client, [target.client, *target.views])
+
+    def _watches_identity(self, job: Job) -> bool:
+        """Whether the server has an own-identity view polled now and then: a poll without it compares
+        only some views, and resolves none of the server's `listing-varies-by-client` alerts."""
+        return self.config.monitor.identity_check_interval > 0 and not _configured_own(job)
+
+    async def _views(self, job: Job, own: ClientProfile | None = None) -> tuple[list[View], dict[str, str]]:
+        """The server's further client profiles (and `own`, the monitor's own identity, when due), polled
+        concurrently, each as its own view; a view whose poll fails is reported and left out, and the
+        primary view's result stands."""
+        profiles = (*job.target.views, own) if own is not None else job.target.views
         fetches = await asyncio.gather(
-            *(self._view(job, profile) for profile in job.target.views), return_exceptions=True
+            *(self._view(job, profile) for profile in profiles), return_exceptions=True
         )
         views: list[View] = []
         errors: dict[str, str] = {}
-        for profile, fetched in zip(job.target.views, fetches, strict=True):
+        for profile, fetched in zip(profiles, fetches, strict=True):
             if isinstance(fetched, View):
                 views.append(fetched)
             elif isinstance(fetched, PollError | ListingError | NotIJSONError):
@@ -249,7 +285,7 @@ class Poller:
     async def _view(self, job: Job, profile: ClientProfile) -> View:
         fetched = await fetch_listing(replace(job.target, client=profile, views=()), job.limits)
         listing = CanonicalListing.of(validate_tools(fetched.tools))
-        return View(profile, listing, _metas(fetched.tools))
+        return View(profile, listing)
 
     async def _failure(
         self,
@@ -296,6 +332,11 @@ def raw_payload(tools: list[Any]) -> str | None:
 
 def _metas(tools: list[dict[str, Any]]) -> dict[str, Any]:
     return {tool["name"]: tool[META_KEY] for tool in tools if META_KEY in tool}
+
+
+def _configured_own(job: Job) -> bool:
+    """Whether one of the server's own profiles polls under the monitor's name (at every poll)."""
+    return any(profile.name == OWN_NAME for profile in (job.target.client, *job.target.views))
 
 
 def _after(started: datetime, clock: float) -> datetime:

@@ -63,6 +63,10 @@ def parse_duration(value: Any) -> float:
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+DurationOrOff = Annotated[
+    float, BeforeValidator(lambda v: 0.0 if v in (0, "0", "off") else parse_duration(v))
+]
+"""A duration, or 0 (`"off"`): never."""
 SERVER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 Transport = Literal["http", "sse", "stdio"]
 
@@ -150,6 +154,9 @@ class MonitorSettings(BaseSettings):
     """How long a host session may hold an older listing than the server's before it is stale."""
     session_max_age: Duration = 8 * 3600.0
     session_check_interval: Duration = 15.0
+    identity_check_interval: DurationOrOff = 3600.0
+    """How often each server is also polled under the monitor's own name (clientInfo and User-Agent),
+    beside its client profiles, to catch a server that tells the monitor from hosts (0 or "off": never)."""
     session_expiry: Duration = 900.0
     """A host session that has not heart-beaten for this long is forgotten."""
     flapping_returns: int = Field(default=3, ge=1)

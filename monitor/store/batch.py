@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from monitor.store.marks import write_marks
 from monitor.store.models import Listing, Server, Snapshot, newest_version
-from monitor.store.polled import PollOutcome, SuccessfulPoll
+from monitor.store.polled import PollOutcome, SuccessfulPoll, metas_changed
 from monitor.store.polls import Store
 
 CHUNK = 500
@@ -47,6 +47,9 @@ def record_unchanged(store: Store, polls: Sequence[SuccessfulPoll]) -> list[Poll
             version = current.get(poll.server_id)
             unchanged = version is not None and version[1] == poll.listing.fingerprint
             if server is None or version is None or not unchanged or not poll.compact:
+                outcomes.append(None)
+                continue
+            if metas_changed(version[0], poll):  # recorded on its own: `meta-changed`
                 outcomes.append(None)
                 continue
             outcome, row = store.record_unchanged(session, server, version[0], poll)

@@ -18,12 +18,11 @@ from monitor.store.db import insert as _insert
 from monitor.store.models import Listing, ListingTool, ToolDefinition
 
 T = TypeVar("T")
-NO_META = None
-"""The stored `meta` of a tool that had no `_meta`."""
 
 
-def store_listing(session: Session, listing: CanonicalListing, metas: dict[str, Any], now: datetime) -> int:
-    """The listing's id, storing it and any tool definitions not yet known."""
+def store_listing(session: Session, listing: CanonicalListing, now: datetime) -> int:
+    """The listing's id, storing it and any tool definitions not yet known (no `_meta`: a listing is
+    shared by the servers that serve it, and each version keeps its own, `Snapshot.metas`)."""
     existing = session.scalar(select(Listing.id).where(Listing.fingerprint == listing.fingerprint))
     if existing is not None:
         return existing
@@ -50,13 +49,8 @@ def store_listing(session: Session, listing: CanonicalListing, metas: dict[str, 
     session.add(listing_row)
     session.flush()
     members: list[dict[str, Any]] = [
-        {
-            "listing_id": listing_row.id,
-            "tool_id": tool_ids[fp],
-            "position": position,
-            "meta": metas.get(name, NO_META),
-        }
-        for position, (fp, name) in enumerate(by_fingerprint.items())
+        {"listing_id": listing_row.id, "tool_id": tool_ids[fp], "position": position}
+        for position, fp in enumerate(by_fingerprint)
     ]
     for chunk in chunks(members, 500):
         session.execute(insert(ListingTool).values(chunk))

@@ -141,14 +141,14 @@ class Listing(Base):
 
 
 class ListingTool(Base):
-    """Membership of a tool definition in a listing, with the tool's `_meta` as first seen."""
+    """Membership of a tool definition in a listing (shared by every server that serves the listing:
+    each version keeps its own server's `_meta`, `Snapshot.metas`)."""
 
     __tablename__ = "listing_tools"
 
     listing_id: Mapped[int] = mapped_column(ForeignKey("listings.id", ondelete="CASCADE"), primary_key=True)
     tool_id: Mapped[int] = mapped_column(ForeignKey("tool_definitions.id"), primary_key=True)
     position: Mapped[int]
-    meta: Mapped[Any | None]
 
     __table_args__ = (Index("ix_listing_tools_tool_id", "tool_id"),)
 
@@ -172,6 +172,10 @@ class Snapshot(Base):
     listing_digest: Mapped[bytes | None] = mapped_column(LargeBinary(32))
     """SHA-256 of a JSON text the server sent for this listing (`FetchedListing.digest`), so a
     restarted poller knows it without indexing it again; None when no poll of the version had one."""
+    metas: Mapped[dict[str, Any] | None]
+    """Tool name -> `_meta`, as the server last sent it for this version (outside the fingerprint)."""
+    metas_digest: Mapped[str | None] = mapped_column(String(64))
+    """`metas_digest(metas)`: whether a poll's `_meta` changed; None before any poll recorded it."""
 
     __table_args__ = (
         UniqueConstraint("server_id", "version", name="uq_snapshots_server_id_version"),

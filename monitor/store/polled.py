@@ -46,11 +46,20 @@ class SuccessfulPoll:
     capabilities: dict[str, Any]
     list_changed_advertised: bool
     metas: dict[str, Any] = field(default_factory=dict)
+    """Tool name -> `_meta` as sent (outside the fingerprint; kept with the version)."""
+    metas_digest: str | None = None
+    """`metas_digest(metas)`; None: not known, so not compared (`metas_changed`)."""
     validation_errors: tuple[str, ...] = ()
     client: ClientProfile | None = None
     """The profile the listing was polled as (its view is kept too)."""
     views: tuple[View, ...] = ()
     """The server's further client profiles' listings, compared with the primary one."""
+    views_complete: bool = True
+    """Every view of the server was polled (False: its own-identity view was not due this time, so
+    no `listing-varies-by-client` alert is resolved on what the others show)."""
+    recheck_views: bool = False
+    """Compare the views even if none changed (the own-identity view, polled now and then), storing
+    only differences the latest comparison did not already record."""
     cache: CacheHints = CacheHints()
     prepared: PreparedDiff | None = None
     digest: bytes | None = None
@@ -121,6 +130,11 @@ class RecordedPoll:
             announced=self.announced,
             listen_honored=self.listen_honored,
         )
+
+
+def metas_changed(snapshot: Snapshot, poll: SuccessfulPoll) -> bool:
+    """Whether the poll's `_meta` is not what its version keeps: the poll records it, and is no mark."""
+    return poll.metas_digest is not None and snapshot.metas_digest != poll.metas_digest
 
 
 def seen_again(snapshot: Snapshot, poll: SuccessfulPoll) -> None:

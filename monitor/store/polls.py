@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from monitor.core.findings import Finding
 from monitor.core.fingerprint import CanonicalListing
-from monitor.core.rules import listings, servers
+from monitor.core.rules import listings, metas, servers
 from monitor.core.rules.servers import WatchState
 from monitor.core.states import PollErrorKind
 from monitor.store.flapping import returns_since
@@ -35,10 +35,11 @@ from monitor.store.polled import (
     PreparedDiff,
     RecordedPoll,
     SuccessfulPoll,
+    metas_changed,
     seen_again,
     succeeded,
 )
-from monitor.store.views import View, ViewComparison, record_views
+from monitor.store.views import View, ViewComparison, not_recorded_last, not_yet_found, record_views
 
 
 class PollHook(Protocol):
@@ -84,7 +85,12 @@ class Store:
             server = _lock_server(session, poll.server_id)
             previous = _current_version(session, poll.server_id)
             unchanged = previous is not None and previous.fingerprint == poll.listing.fingerprint
-            if previous is not None and unchanged and poll.compact:
+            if (
+                previous is not None
+                and unchanged
+                and poll.compact
+                and not metas_changed(previous.snapshot, poll)
+            ):
                 outcome, row = self.record_unchanged(session, server, previous.snapshot, poll)
                 write_marks(session, [row])
                 return outcome
@@ -99,6 +105,7 @@ class Store:
             announced: bool | None = None
             if new_version:
                 findings, announced = self._changes(session, server, previous, snapshot, poll)
+                findings += _meta_changes(server, previous.snapshot if previous else None, poll, findings)
                 records = store_findings(
                     session,
                     server.id,
@@ -107,10 +114,16 @@ class Store:
                     from_snapshot=previous.snapshot.id if previous else None,
                     to_snapshot=snapshot.id,
                 )
+            elif metas_changed(snapshot, poll):
+                findings = _meta_changes(server, snapshot, poll, [])
+                snapshot.metas, snapshot.metas_digest = poll.metas or None, poll.metas_digest
+                records = store_findings(
+                    session, server.id, findings, poll.finished_at, to_snapshot=snapshot.id
+                )
             compared = _compare_views(session, server, snapshot, poll)
             if compared.changed:  # decisions judge every view (monitor.approvals.cache)
                 decisions_changed(server)
-            in_views = _not_yet_found(compared.changes, findings)
+            in_views = not_yet_found(compared.changes, findings)
             if in_views or compared.findings:
                 findings += in_views + compared.findings
                 records += store_findings(
@@ -189,7 +202,7 @@ class Store:
         failing = server.consecutive_failures > 0
         succeeded(server, poll)
         if poll.client is not None:  # no further views: nothing to compare, the primary span grows
-            primary = View(poll.client, poll.listing, poll.metas)
+            primary = View(poll.client, poll.listing)
             record_views(
                 session,
                 server_id=server.id,
@@ -345,7 +358,9 @@ def _new_version(
     snapshot = Snapshot(
         server_id=poll.server_id,
         version=(previous.snapshot.version + 1) if previous else 1,
-        listing_id=store_listing(session, poll.listing, poll.metas, poll.finished_at),
+        listing_id=store_listing(session, poll.listing, poll.finished_at),
+        metas=poll.metas or None,
+        metas_digest=poll.metas_digest,
         first_seen=poll.finished_at,
         last_seen=poll.finished_at,
         poll_count=1,
@@ -365,29 +380,34 @@ def _compare_views(
     """The poll's client views, kept beside its primary one, and how they differ."""
     if poll.client is None:
         return ViewComparison()
-    return record_views(
+    compared = record_views(
         session,
         server_id=server.id,
         server_name=server.name,
-        primary=View(poll.client, poll.listing, poll.metas),
+        primary=View(poll.client, poll.listing),
         primary_listing_id=snapshot.listing_id,
         others=poll.views,
         now=poll.finished_at,
         store_listing=store_listing,
+        complete=poll.views_complete,
+        recheck=poll.recheck_views,
     )
+    if poll.recheck_views and compared.findings:
+        compared.findings = not_recorded_last(session, server.id, compared.findings)
+    return compared
 
 
-def _not_yet_found(changes: Sequence[Finding], found: Sequence[Finding]) -> list[Finding]:
-    """The changes other client views showed, less those the primary view's diff (or an earlier view)
-    already found: one change all views show is one finding."""
-    seen = {(f.rule, f.tool, f.field, repr(f.old), repr(f.new)) for f in found}
-    kept: list[Finding] = []
-    for finding in changes:
-        key = (finding.rule, finding.tool, finding.field, repr(finding.old), repr(finding.new))
-        if key not in seen:
-            seen.add(key)
-            kept.append(finding)
-    return kept
+def _meta_changes(
+    server: Server, before: Snapshot | None, poll: SuccessfulPoll, found: Sequence[Finding]
+) -> list[Finding]:
+    """`meta-changed` for each tool the poll lists whose `_meta` is not what `before` (this version, or
+    the previous one) kept; none when `before` kept none (stored before migration 0020) or for a tool
+    this poll added."""
+    if before is None or before.metas_digest is None or not metas_changed(before, poll):
+        return []
+    added = {f.tool for f in found if f.rule == "tool-added"}
+    tools = [name for name in poll.listing.tools if name not in added]
+    return metas.meta_changes(server.name, before.metas or {}, poll.metas, tools)
 
 
 def _attempt(poll: SuccessfulPoll, snapshot: Snapshot) -> PollAttempt:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, select, update
+from sqlalchemy import Table, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from monitor.core.clients import ClientProfile
@@ -24,11 +24,11 @@ from monitor.core.fingerprint import CanonicalListing
 from monitor.core.rules.views import views_differ
 from monitor.core.text import make_visible
 from monitor.store.listings import diff_against
-from monitor.store.models import ClientView, Listing, ListingTool, ToolDefinition
+from monitor.store.models import ClientView, FindingRecord, Listing, ListingTool, ToolDefinition
 
 Definitions = dict[str, tuple[str, dict[str, Any]]]
 """A listing's tools for decisions: name -> (definition fingerprint, definition)."""
-StoreListing = Callable[[Session, CanonicalListing, dict[str, Any], datetime], int]
+StoreListing = Callable[[Session, CanonicalListing, datetime], int]
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,6 @@ class View:
 
     profile: ClientProfile
     listing: CanonicalListing
-    metas: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -62,28 +61,36 @@ def record_views(
     others: Sequence[View],
     now: datetime,
     store_listing: StoreListing,
+    complete: bool = True,
+    recheck: bool = False,
 ) -> ViewComparison:
     """Extend or start each view's span; diff each other view that changed against its previous
-    listing, and compare the views when any of them changed."""
+    listing, and compare the views when any of them changed (or `recheck`). `complete`: every view of
+    the server is among them, so tools they show alike are shown alike to every client."""
     changed, _ = _record(session, server_id, primary, primary_listing_id, now)
     changes: list[Finding] = []
     for view in others:
-        listing_id = store_listing(session, view.listing, view.metas, now)
+        listing_id = store_listing(session, view.listing, now)
         moved, before = _record(session, server_id, view, listing_id, now)
         changed = changed or moved
         if moved and before is not None:
             found = diff_against(session, before, view.listing)
             changes += (_in_view(finding, view.profile.view) for finding in found)
-    if not changed or not others:
+    if not (changed or recheck) or not others:
         return ViewComparison(changed=changed)
     findings: list[Finding] = []
     for view in others:
         findings += views_differ(
-            server_name, primary.profile.view, primary.listing, view.profile.view, view.listing
+            server_name,
+            primary.profile.view,
+            primary.listing,
+            view.profile.view,
+            view.listing,
+            same_capabilities=set(primary.profile.capabilities) == set(view.profile.capabilities),
         )
     names = set(primary.listing.forms).union(*(view.listing.forms for view in others))
-    agreeing = frozenset(names - {f.tool for f in findings if f.tool})
-    return ViewComparison(findings, agreeing, changes, changed=True)
+    agreeing = frozenset(names - {f.tool for f in findings if f.tool}) if complete else frozenset()
+    return ViewComparison(findings, agreeing, changes, changed=changed)
 
 
 def _in_view(finding: Finding, view: str) -> Finding:
@@ -238,3 +245,42 @@ def _listing_tools(session: Session, listing_ids: set[int]) -> dict[int, Definit
     ):
         tools.setdefault(listing_id, {})[name] = (fingerprint, definition)
     return tools
+
+
+def not_yet_found(changes: Sequence[Finding], found: Sequence[Finding]) -> list[Finding]:
+    """The changes other client views showed, less those the primary view's diff (or an earlier view)
+    already found: one change all views show is one finding."""
+    seen = {(f.rule, f.tool, f.field, repr(f.old), repr(f.new)) for f in found}
+    kept: list[Finding] = []
+    for finding in changes:
+        key = (finding.rule, finding.tool, finding.field, repr(finding.old), repr(finding.new))
+        if key not in seen:
+            seen.add(key)
+            kept.append(finding)
+    return kept
+
+
+def not_recorded_last(session: Session, server_id: int, findings: list[Finding]) -> list[Finding]:
+    """The findings of a comparison made although no view changed, less each one the tool's latest
+    comparison already recorded: a difference that lasts is one finding, not one per recheck."""
+    rule = findings[0].rule
+    tools = sorted({f.tool for f in findings if f.tool is not None})
+    latest: dict[str | None, set[str]] = {}
+    newest = (
+        select(FindingRecord.tool, func.max(FindingRecord.detected_at).label("at"))
+        .where(
+            FindingRecord.server_id == server_id, FindingRecord.rule == rule, FindingRecord.tool.in_(tools)
+        )
+        .group_by(FindingRecord.tool)
+        .subquery()
+    )
+    for tool, message in session.execute(
+        select(FindingRecord.tool, FindingRecord.message)
+        .join(
+            newest,
+            (FindingRecord.tool == newest.c.tool) & (FindingRecord.detected_at == newest.c.at),
+        )
+        .where(FindingRecord.server_id == server_id, FindingRecord.rule == rule)
+    ):
+        latest.setdefault(tool, set()).add(message)
+    return [f for f in findings if f.message not in latest.get(f.tool, set())]

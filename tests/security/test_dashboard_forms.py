@@ -30,6 +30,7 @@ from support.web import TOKEN, TOKEN_ENV, csrf_of, make_app, session_value, web_
 from monitor.approvals.models import Approval
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
+from monitor.core.clients import DEFAULT_PROFILE, ClientProfile
 from monitor.core.fingerprint import tool_fingerprint
 from monitor.identity.models import AuditEvent
 from monitor.identity.signin import SESSION_COOKIE
@@ -85,12 +86,21 @@ class World:
 def world(store: Store, tmp_path: Path) -> Iterator[World]:
     tools_file = tmp_path / "tools.json"
     tools_file.write_text(json.dumps(hostile_tools(1)), encoding="utf-8")
-    command, *args = server_command("fastmcp_server.py", str(tools_file))
+    host_only = tmp_path / "host-only.json"  # listed to the default profile, not to the bare one
+    host_only.write_text(json.dumps([tool(f"{IMG}host", description=f"{SCRIPT} {HIDDEN}")]), encoding="utf-8")
+    command, *args = server_command("fastmcp_server.py", str(tools_file), "--sampling-tools", str(host_only))
+    bare = ClientProfile(label="bare", name=SCRIPT, capabilities={})
     with faulty_http() as (base, _):
         config = Config(
             monitor=MonitorSettings(api_token_env=TOKEN_ENV, poll_timeout=20.0, alert_min_severity="high"),
             servers=[
-                ServerConfig(name="hostile", transport="stdio", command=command, args=args),
+                ServerConfig(
+                    name="hostile",
+                    transport="stdio",
+                    command=command,
+                    args=args,
+                    client=[DEFAULT_PROFILE, bare],
+                ),
                 ServerConfig(name="html-error", transport="http", url=f"{base}/html-error/mcp"),
             ],
         )
@@ -147,6 +157,7 @@ def page_urls(world: World) -> dict[str, list[str]]:
         "/": ["/", "/?min_severity=info", "/?status=failing"],
         "/servers/{name}": ["/servers/hostile", "/servers/html-error"],
         "/servers/{name}/diff": ["/servers/hostile/diff", "/servers/hostile/diff?from=1&to=2"],
+        "/servers/{name}/views/diff": ["/servers/hostile/views/diff?view=bare"],
         "/servers/{name}/tools/{tool:toolname}": tools,
         "/servers/{name}/tool": [
             f"/servers/hostile/tool?tool={quote(name, safe='')}" for name in world.tool_names
@@ -195,6 +206,8 @@ def test_every_page_renders_hostile_text_inert_and_visible(world: World) -> None
         assert page.problems == [], (url, page.problems)
         assert "<script>alert" not in response.text, url
         shown[url] = response.text
+    views_page = shown["/servers/hostile/views/diff?view=bare"]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in views_page and "U+202E" in views_page
     server_page = shown["/servers/hostile"]
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in server_page
     assert "U+202E" in server_page and "U+200B" in server_page and "U+E0041" in server_page

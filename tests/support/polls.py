@@ -49,7 +49,7 @@ def stored_tools(store: Store, server: str, at: datetime) -> list[dict[str, Any]
     with store.sessions() as session:
         in_force = queries.snapshot_at(session, server, at)
         assert in_force is not None, f"{server} had no version at {at}"
-        return queries.listing_tools(session, in_force.snapshot.listing_id)
+        return queries.listing_tools(session, in_force.snapshot.listing_id, in_force.snapshot.id)
 
 
 def version_digests(store: Store, server_id: int) -> list[bytes | None]:

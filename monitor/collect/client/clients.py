@@ -81,7 +81,7 @@ class HttpClients:
         checked = target.origin == ServerOrigin.API
         key: ClientKey = (
             target.url,
-            tuple(sorted(target.headers.items())),
+            tuple(sorted(target.request_headers.items())),
             limits.timeout,
             limits.allowed_hosts if checked else None,
         )
@@ -91,7 +91,7 @@ class HttpClients:
         if kept is not None:
             self._close_later(kept[1])
         client = new_client(
-            dict(target.headers),
+            target.request_headers,
             httpx2.Timeout(limits.timeout),
             None,
             event_hooks={"response": [_dispatch_response]},

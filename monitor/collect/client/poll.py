@@ -193,7 +193,7 @@ class Poll(Paging):
             stack.callback(LISTENER.reset, token)
             client = self.clients.client(target, self.limits)
         else:
-            client = self._http_client(dict(target.headers), httpx2.Timeout(self.limits.timeout))
+            client = self._http_client(target.request_headers, httpx2.Timeout(self.limits.timeout))
             stack.push_async_callback(client.aclose)
         return poll_dispatcher(
             target.url, http_client=client, max_sse_event_size=self.limits.max_bytes, on_inbound=self._inbound
@@ -236,7 +236,7 @@ class Poll(Paging):
         assert target.url is not None  # `_start` checked
         return sse_client(  # "sse" (a poll on "http" runs a `PollDispatcher`; a watch overrides this)
             target.url,
-            headers=dict(target.headers),
+            headers=target.request_headers,
             timeout=self.limits.timeout,
             sse_read_timeout=self.limits.timeout,
             httpx_client_factory=self._http_client,

@@ -46,6 +46,12 @@ class Target:
     views: tuple[ClientProfile, ...] = ()
     """Further client profiles of the server, each polled after `client` and stored as its own view."""
 
+    @property
+    def request_headers(self) -> dict[str, str]:
+        """What every HTTP request of the poll carries: the profile's User-Agent, the server's headers,
+        the profile's own headers (`ClientProfile.request_headers`)."""
+        return self.client.request_headers(self.headers)
+
     def secret_values(self) -> list[str]:
         """Every configured secret (header and env values, their words, expanded variables), longest
         first; values shorter than `MIN_SECRET_LENGTH` are left out (scrubbing them would mangle words)."""

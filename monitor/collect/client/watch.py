@@ -101,7 +101,7 @@ class _Watch(Poll):
         if target.transport != "http" or not target.url:
             return await super()._open(stack)
         client = await stack.enter_async_context(
-            self._http_client(dict(target.headers), httpx2.Timeout(self.limits.timeout))
+            self._http_client(target.request_headers, httpx2.Timeout(self.limits.timeout))
         )
         return streamable_http_client(
             target.url, http_client=client, max_sse_event_size=self.limits.max_bytes

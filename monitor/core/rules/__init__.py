@@ -10,6 +10,7 @@ from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.rules import annotations as _annotations  # noqa: F401 - registers the annotation rules
 from monitor.core.rules import content as _content  # noqa: F401 - registers the content rules
 from monitor.core.rules import listings as _listings  # noqa: F401 - registers whole-listing rules
+from monitor.core.rules import metas as _metas  # noqa: F401 - registers the _meta rule
 from monitor.core.rules import renames as _renames  # noqa: F401 - registers the look-alike rename rule
 from monitor.core.rules import servers as _servers  # noqa: F401 - registers server and session rules
 from monitor.core.rules import views as _views  # noqa: F401 - registers the client-view rules

@@ -20,8 +20,9 @@ from monitor.core.text import make_visible
 CATALOG["listing-varies-by-client"] = Rule(
     "listing-varies-by-client",
     Severity.MEDIUM,
-    "Two client profiles of one server (different clientInfo or declared capabilities) get different "
-    "listings; high when one view is laxer on readOnlyHint or destructiveHint for the same tool.",
+    "Two client profiles of one server get different listings; high when one view is laxer on "
+    "readOnlyHint or destructiveHint for a tool, or when both declare the same capabilities (told "
+    "apart by identity alone).",
     "server",
 )
 
@@ -29,9 +30,17 @@ SAFETY_HINTS = ("readOnlyHint", "destructiveHint")
 
 
 def views_differ(
-    server: str, base_view: str, base: CanonicalListing, other_view: str, other: CanonicalListing
+    server: str,
+    base_view: str,
+    base: CanonicalListing,
+    other_view: str,
+    other: CanonicalListing,
+    *,
+    same_capabilities: bool = False,
 ) -> Iterator[Finding]:
-    """One finding per tool that two views of `server` show differently (`old`: the base view's value)."""
+    """One finding per tool that two views of `server` show differently (`old`: the base view's value).
+    `same_capabilities`: the two profiles declared the same capabilities, so only their identity
+    (clientInfo, User-Agent) tells them apart, and any difference is high."""
     rule = CATALOG["listing-varies-by-client"]
     for name in sorted(base.forms.keys() | other.forms.keys()):
         if base.forms.get(name) == other.forms.get(name):
@@ -47,8 +56,10 @@ def views_differ(
                 "tools",
                 name in base.forms,
                 name in other.forms,
-                f"{server} lists {label} to client {shown!r} but not to {hidden!r}.",
+                f"{server} lists {label} to client {shown!r} but not to {hidden!r}."
+                + _by_identity(same_capabilities),
                 detail=detail,
+                severity=Severity.HIGH if same_capabilities else None,
             )
             continue
         old, new = effective_hints(base.tools[name]), effective_hints(other.tools[name])
@@ -86,9 +97,19 @@ def views_differ(
             old.get(first) if first else None,
             new.get(first) if first else None,
             f"{server} shows {label} differently to clients {base_view!r} and {other_view!r} "
-            f"({', '.join(differing) or 'its definition'}).",
+            f"({', '.join(differing) or 'its definition'}).{_by_identity(same_capabilities)}",
             detail=detail,
+            severity=Severity.HIGH if same_capabilities else None,
         )
+
+
+def _by_identity(same_capabilities: bool) -> str:
+    if not same_capabilities:
+        return ""
+    return (
+        " Both declare the same capabilities: a server that tells clients apart by name or User-Agent "
+        "alone is cloaking."
+    )
 
 
 def _lax_value(hint: str) -> bool:

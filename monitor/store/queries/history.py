@@ -97,7 +97,8 @@ def snapshot_listing(session: Session, server_id: int, version: int) -> Snapshot
     ).first()
     if row is None:
         return None
-    return SnapshotListing.model_validate({**row._mapping, "tools": listing_tools(session, row.listing_id)})
+    tools = listing_tools(session, row.listing_id, row.id)
+    return SnapshotListing.model_validate({**row._mapping, "tools": tools})
 
 
 def version_summaries(session: Session, snapshot_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
@@ -146,15 +147,23 @@ def first_snapshot_time(session: Session, server_id: int) -> datetime | None:
     return session.scalar(select(func.min(Snapshot.first_seen)).where(Snapshot.server_id == server_id))
 
 
-def listing_tools(session: Session, listing_id: int) -> list[dict[str, Any]]:
-    """The listing's tools as the server sent them (`_meta` restored), in the order first received."""
-    rows = session.execute(
-        select(ToolDefinition.definition, ListingTool.meta)
+def listing_tools(session: Session, listing_id: int, snapshot_id: int) -> list[dict[str, Any]]:
+    """The listing's tools as the server sent them, in the order first received: with the `_meta` the
+    version `snapshot_id` keeps (its own server's, as last sent)."""
+    metas = session.scalar(select(Snapshot.metas).where(Snapshot.id == snapshot_id))
+    kept = metas if isinstance(metas, dict) else {}
+    definitions = session.scalars(
+        select(ToolDefinition.definition)
         .join(ListingTool, ListingTool.tool_id == ToolDefinition.id)
         .where(ListingTool.listing_id == listing_id)
         .order_by(ListingTool.position)
     ).all()
-    return [definition if meta is None else {**definition, "_meta": meta} for definition, meta in rows]
+    return [
+        definition
+        if definition.get("name") not in kept
+        else {**definition, "_meta": kept[definition["name"]]}
+        for definition in definitions
+    ]
 
 
 def listing_fingerprints(session: Session, listing_id: int) -> dict[str, str]:

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from monitor.core.clients import sdk_capabilities
+from monitor.core.clients import HOST_NAME, sdk_capabilities
 from monitor.core.hosts import REFUSED_NAMES
 from monitor.core.ijson import storable
 from monitor.core.rules import CATALOG
@@ -215,12 +215,18 @@ class ClientProfileIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(default="drift-monitor", min_length=1, max_length=200, pattern=NO_NUL)
+    name: str = Field(default=HOST_NAME, min_length=1, max_length=200, pattern=NO_NUL)
     version: str | None = Field(default=None, min_length=1, max_length=100, pattern=NO_NUL)
     capabilities: types.ClientCapabilities | None = Field(
         default=None,
         description="The MCP `ClientCapabilities` declared (the SDK's model: what the config file takes "
         "too, `tasks` included). Default: roots, sampling and elicitation, as common hosts declare",
+    )
+    headers: dict[HeaderName, HeaderValue] = Field(
+        default_factory=dict,
+        max_length=50,
+        description="HTTP headers of this profile's requests, over the server's (a User-Agent)",
+        json_schema_extra={"additionalProperties": False},
     )
     label: str | None = Field(default=None, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9 ._@/+-]*$")
 

@@ -199,7 +199,7 @@ def snapshot_at(
         since = f"; its first version was seen at {first.isoformat()}" if first else "; it has no version yet"
         raise HTTPException(404, f"server {name!r} had no listing at {at.isoformat()}{since}")
     snapshot = found.snapshot
-    tools = queries.listing_tools(session, snapshot.listing_id)
+    tools = queries.listing_tools(session, snapshot.listing_id, snapshot.id)
     tool_version = None
     if tool is not None:
         tools = [t for t in tools if t.get("name") == tool]

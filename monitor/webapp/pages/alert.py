@@ -3,6 +3,7 @@ resolving it by hand. Acknowledging posts to the alerts page's form handler with
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated
@@ -15,7 +16,7 @@ from monitor.identity.acts import Acting
 from monitor.identity.callers import page_read, page_respond
 from monitor.notify import handling
 from monitor.store import queries
-from monitor.store.records import AlertDetail, AlertRecord
+from monitor.store.records import AlertDetail, AlertRecord, ChangeRecord
 from monitor.webapp.deps import (
     ReadSession,
     Web,
@@ -100,8 +101,19 @@ def alert_page(
         detail=detail,
         a=detail.alert,
         diffs=diffs,
+        view_pairs=_view_pairs(detail.findings),
         timeline=timeline(detail),
     )
+
+
+def _view_pairs(findings: Iterable[ChangeRecord]) -> list[tuple[str, str]]:
+    """The client views `listing-varies-by-client` findings compared: each pair links to both listings."""
+    pairs = set()
+    for finding in findings:
+        views = finding.detail.get("views") if isinstance(finding.detail, dict) else None
+        if isinstance(views, list) and len(views) == 2 and all(isinstance(view, str) for view in views):
+            pairs.add((views[0], views[1]))
+    return sorted(pairs)
 
 
 @router.post("/alerts/{alert_id}/resolve", response_class=HTMLResponse)

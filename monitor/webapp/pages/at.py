@@ -29,7 +29,7 @@ def at_page(
         record = find_server_or_404(session, server)
         found = queries.snapshot_at(session, record.name, instant)
         if found is not None:
-            listing = queries.listing_tools(session, found.snapshot.listing_id)
+            listing = queries.listing_tools(session, found.snapshot.listing_id, found.snapshot.id)
             listing.sort(key=lambda t: str(t.get("name")))
             tools = [(tool, hint_badges(tool)) for tool in listing]
         else:

@@ -10,6 +10,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
 from monitor.approvals import storage as approvals
 from monitor.approvals.pages import resolvable_alerts, server_approvals
+from monitor.core.clients import stored_profiles
 from monitor.core.ijson import unicode_text
 from monitor.core.states import AlertState
 from monitor.core.text import make_visible
@@ -17,6 +18,7 @@ from monitor.identity.callers import caller_of, page_read
 from monitor.identity.roles import Permission
 from monitor.store import queries
 from monitor.store.models import Server
+from monitor.store.queries.views import diff_views
 from monitor.store.records import SEVERITIES, ServerRecord, ToolVersionRecord
 from monitor.webapp.api.views import list_views
 from monitor.webapp.deps import (
@@ -40,7 +42,8 @@ def server_page(
     cursor = number_param(before, "before")
     versions = queries.list_snapshots(session, server.id, limit=VERSIONS_PER_PAGE + 1, before=cursor)
     summaries = queries.version_summaries(session, [v.id for v in versions])
-    tools = queries.listing_tools(session, server.current.listing_id) if server.current else []
+    current = server.current
+    tools = queries.listing_tools(session, current.listing_id, current.id) if current else []
     fingerprints = queries.listing_fingerprints(session, server.current.listing_id) if server.current else {}
     alerts = queries.list_alerts(
         session, states=AlertState.unresolved(), server_id=server.id, worst_first=True, limit=20
@@ -90,6 +93,31 @@ def diff_page(request: Request, web: Web, server: TheServer, session: ReadSessio
         choices=queries.list_snapshots(session, server.id, limit=500),
         can_approve=caller_of(request).may(Permission.APPROVE),
         resolvable=resolvable_alerts(session, server, new_version, None),
+    )
+
+
+@router.get("/servers/{name}/views/diff", response_class=HTMLResponse)
+def views_diff_page(
+    request: Request,
+    server: TheServer,
+    session: ReadSession,
+    view: Annotated[str, Query(max_length=200)],
+    base: Annotated[str | None, Query(max_length=200)] = None,
+) -> HTMLResponse:
+    """Two client views side by side (default base: the primary view): the listing the server shows one
+    client and the one it shows the other, tool by tool, as `listing-varies-by-client` judges them."""
+    base = base or stored_profiles(server.client)[0].view
+    diff = diff_views(session, server.id, server.name, base, view)
+    if diff is None:
+        raise HTTPException(404, f"server {server.name!r} has no client view {base!r} or {view!r}")
+    return render(
+        request,
+        session,
+        "views_diff.html",
+        nav="overview",
+        server=server,
+        diff=diff,
+        tools=[tool_diff_view(t) for t in diff.tools],
     )
 
 
