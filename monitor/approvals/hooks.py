@@ -426,7 +426,7 @@ def _busy_gemini(hook: dict[str, Any] | str, decision: DecisionKind) -> BaseMode
     if mcp is False:
         return GeminiOut()
     kind, reason = (decision, BUSY_REASON) if mcp else (DecisionKind.DENY, _unreadable(hook))
-    return GeminiOut(decision=kind, reason=_reason(reason), systemMessage=_reason(reason))
+    return GeminiOut(decision=kind, reason=host_reason(reason), systemMessage=host_reason(reason))
 
 
 def _busy_toolhive(porc: dict[str, Any] | str, decision: DecisionKind) -> BaseModel:
