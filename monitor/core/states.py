@@ -17,6 +17,20 @@ class AlertState(enum.StrEnum):
         return (cls.OPEN, cls.ACKNOWLEDGED)
 
 
+class ResolveCause(enum.StrEnum):
+    """Why an alert was resolved (docs/contract.md section 13), kept with it and given wherever the
+    resolution appears: the page, the timeline, the webhooks and the log."""
+
+    CLEARED = "cleared"
+    """The monitor found the condition gone."""
+    BY_HAND = "by-hand"
+    """A person resolved it, with a note."""
+    APPROVED = "approved"
+    """A person approved the tool's definition it was about."""
+    SILENCED = "silenced"
+    """A person silenced what it matches, until a time."""
+
+
 class AlertStateFilter(enum.StrEnum):
     """Which alerts a list shows (the API's and the dashboard's `state=`): one state, `unresolved`
     (open and acknowledged: an acknowledged alert is still an incident), or all of them."""

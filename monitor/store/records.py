@@ -18,6 +18,7 @@ from monitor.core.rules import Severity
 from monitor.core.states import (
     AlertState,
     ApprovalMode,
+    ResolveCause,
     ServerOrigin,
     ServerStatus,
 )
@@ -176,6 +177,20 @@ class ToolVersionRecord(Record):
         return self.definition is not None
 
 
+def resolution(state: str, cause: str | None, by: str | None, note: str | None) -> str | None:
+    """One sentence for why an alert ended: "approved by alice as in v3", "resolved by bob: host
+    retired", "silenced by carol until 2026-12-04T09:00:00Z: a planned migration", "the condition
+    cleared" (docs/contract.md section 13). A cause an approval or silence recorded leads its note."""
+    if state != AlertState.RESOLVED:
+        return None
+    if by is None or cause in (None, ResolveCause.CLEARED):
+        return "the condition cleared"
+    if cause in (ResolveCause.APPROVED, ResolveCause.SILENCED) and note:
+        verb = "approved" if cause == ResolveCause.APPROVED else "silenced"
+        return f"{verb} by {by}{note.removeprefix(verb)}"
+    return f"resolved by {by}" + (f": {note}" if note else "")
+
+
 class AlertRecord(Record):
     """An alert with its server's name and how many findings it gathered."""
 
@@ -196,6 +211,18 @@ class AlertRecord(Record):
     ack_note: str | None = None
     resolved_by: str | None = Field(default=None, description="Who resolved it by hand; null when it cleared")
     resolve_note: str | None = None
+    resolve_cause: ResolveCause | None = Field(
+        default=None, description="Why it was resolved; null until then"
+    )
+    silenced_until: datetime | None = Field(
+        default=None, description="Unresolved and matched by an active silence: until when (else null)"
+    )
+    silenced_by: str | None = Field(default=None, description="Who made that silence")
+
+    @computed_field(description="The cause of its resolution in words (null while unresolved)")  # type: ignore[prop-decorator]
+    @property
+    def resolution(self) -> str | None:
+        return resolution(self.state, self.resolve_cause, self.resolved_by, self.resolve_note)
 
     @classmethod
     def of(cls, alert: Alert, *, server: str, finding_count: int) -> AlertRecord:

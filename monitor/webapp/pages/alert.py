@@ -14,6 +14,7 @@ from monitor.core.rules import Severity
 from monitor.identity.acts import Acting
 from monitor.identity.callers import page_read, page_respond
 from monitor.notify import handling
+from monitor.silences import service as silences
 from monitor.store import queries
 from monitor.store.records import AlertDetail, AlertRecord
 from monitor.webapp.deps import (
@@ -58,8 +59,7 @@ def timeline(detail: AlertDetail) -> list[Moment]:
         who = f" by {alert.acknowledged_by}" if alert.acknowledged_by else ""
         moments.append(Moment(alert.acknowledged_at, f"acknowledged{who}", alert.ack_note))
     if alert.resolved_at is not None:
-        how = f"resolved by {alert.resolved_by}" if alert.resolved_by else "resolved: the condition cleared"
-        moments.append(Moment(alert.resolved_at, how, alert.resolve_note))
+        moments.append(Moment(alert.resolved_at, f"resolved: {alert.resolution}"))
     return sorted(moments, key=lambda moment: moment.at)
 
 
@@ -89,6 +89,8 @@ def alert_page(
 ) -> HTMLResponse:
     detail = queries.alert_detail(session, alert.id)
     assert detail is not None  # alert_or_404 found it in this same transaction
+    (marked,) = silences.mark_silenced(session, [detail.alert], web.now())
+    detail = detail.model_copy(update={"alert": marked})
     diffs = sorted(
         {(f.from_version, f.to_version) for f in detail.findings if f.from_version and f.to_version}
     )
