@@ -88,7 +88,14 @@ class ServerStatus(enum.StrEnum):
 
     OK = "ok"
     FAILING = "failing"
+    OVERDUE = "overdue"
+    """No poll attempt for more than `OVERDUE_INTERVALS` of its intervals: no data is not ok."""
     NEVER_POLLED = "never polled"
+
+
+OVERDUE_INTERVALS = 3
+"""A server whose newest poll attempt is older than this many of its poll intervals is overdue
+(docs/contract.md section 13): nobody is polling it, whatever its last poll said."""
 
 
 class ServerOrigin(enum.StrEnum):

@@ -16,6 +16,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from monitor.core.rules import Severity
 from monitor.core.states import (
+    OVERDUE_INTERVALS,
     AlertState,
     ApprovalMode,
     ResolveCause,
@@ -56,6 +57,11 @@ class SnapshotListing(SnapshotRecord):
     server: str
     server_info: dict[str, Any] | None
     tools: list[dict[str, Any]] = Field(description="The tools as the server sent them, `_meta` included")
+
+
+def is_overdue(last_poll_at: datetime | None, interval: float, now: datetime) -> bool:
+    """Polled once, and not within the last `OVERDUE_INTERVALS` intervals."""
+    return last_poll_at is not None and (now - last_poll_at).total_seconds() > OVERDUE_INTERVALS * interval
 
 
 class ServerRecord(Record):
@@ -111,12 +117,28 @@ class ServerRecord(Record):
         "is deny until a listing the monitor can store arrives",
     )
 
+    overdue: bool = Field(
+        default=False,
+        description="No poll attempt for more than three of its intervals: nothing is polling it (an "
+        "instance with another config registered it, or the scheduler stopped)",
+    )
+
     @computed_field  # type: ignore[prop-decorator]
     @property
     def status(self) -> ServerStatus:
+        """Never polled; failing (its last poll failed); overdue (no recent poll: its last answer is
+        old news); else ok."""
         if self.last_poll_at is None:
             return ServerStatus.NEVER_POLLED
-        return ServerStatus.FAILING if self.consecutive_failures > 0 else ServerStatus.OK
+        if self.consecutive_failures > 0:
+            return ServerStatus.FAILING
+        return ServerStatus.OVERDUE if self.overdue else ServerStatus.OK
+
+    def as_of(self, now: datetime, default_interval: float) -> ServerRecord:
+        """The record with `overdue` as of `now` (its own interval, else the configured one)."""
+        return self.model_copy(
+            update={"overdue": is_overdue(self.last_poll_at, self.interval_seconds or default_interval, now)}
+        )
 
     @property
     def worst_open_rank(self) -> int:

@@ -62,6 +62,7 @@ def server_page(
         older=versions[-1].version if more else None,
         tools=[(tool, hint_badges(tool), fingerprints.get(str(tool.get("name")))) for tool in tools],
         alerts=silences.mark_silenced(session, alerts, web.now()),
+        poll_interval=web.config.monitor.poll_interval,
         attempts=attempts,
         **server_approvals(request, session, server),
         views=views if len(views) > 1 else [],
