@@ -304,3 +304,33 @@ def test_a_cleared_condition_says_so_everywhere(alerted: Store, browser: TestCli
     assert resolved_bodies(alerted)["server-unreachable"]["cause"] == "the condition cleared"
     page = browser.get(f"/alerts/{unreachable}").text
     assert page.count("the condition cleared") == 2, "the facts and the timeline"
+
+
+def test_the_alert_page_answers_what_changed_what_hosts_get_and_acts_in_one_click(
+    alerted: Store, browser: TestClient
+) -> None:
+    """From the webhook's link: the before/after inline, each affected tool's decision now, the
+    sessions still on an older listing, a link from the diff back; silencing is one click and
+    resolves the alert, its cause the silence."""
+    with alerted.sessions() as session:
+        revoked = session.scalars(select(Alert.id).where(Alert.rule == "read-only-revoked")).one()
+    with web_client(alerted) as api:  # a gateway reports a session that still holds v1
+        held = {"server": "tenants", "session_id": "gw-7", "client": "gateway", "tools": listing(True)}
+        assert api.post("/api/v1/sessions", json={**held, "connected_at": T0.isoformat()}).status_code == 201
+
+    page = browser.get(urlsplit(webhook_urls(alerted)["read-only-revoked"]).path).text
+    assert "Before and after: v1 → v2" in page and "read-only" in page
+    assert "What hosts are told now" in page
+    assert re.search(r'purge_tenant</a></th><td><span class="decision decision-deny">deny</span>', page), page
+    assert "<code>gw-7</code>" in page, "the session that still holds the old listing"
+    assert f'href="/alerts/{revoked}"' in browser.get("/servers/tenants/diff?from=1&to=2").text
+
+    forms = re.findall(r'<form method="post" action="/silences" class="inline">(.*?)</form>', page, re.S)
+    assert [re.search(r'name="duration" value="([^"]+)"', f).group(1) for f in forms] == ["1h", "4h", "1d"]  # type: ignore[union-attr]
+    one_click = dict(re.findall(r'name="([^"]+)" value="([^"]*)"', forms[0]))
+    done = browser.post("/silences", data=one_click)
+    assert done.status_code == 303 and done.headers["location"] == f"/alerts/{revoked}"
+    after = browser.get(done.headers["location"]).text
+    assert "silenced by dana until" in after and "silenced from alert #" in after
+    with alerted.sessions() as session:
+        assert session.get_one(Alert, revoked).resolve_cause == "silenced"

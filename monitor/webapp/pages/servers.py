@@ -92,6 +92,11 @@ def diff_page(request: Request, web: Web, server: TheServer, session: ReadSessio
         choices=queries.list_snapshots(session, server.id, limit=500),
         can_approve=caller_of(request).may(Permission.APPROVE),
         resolvable=resolvable_alerts(session, server, new_version, None),
+        raised=[
+            alert
+            for alert_id in queries.diff_alert_ids(session, server.id, old_version, new_version)
+            if (alert := queries.find_alert(session, alert_id)) is not None
+        ],
     )
 
 
