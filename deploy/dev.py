@@ -66,6 +66,9 @@ def main() -> int:
         print(__doc__, file=sys.stderr)
         return 2
     port = demo_port(extra) if command == "run" else 0  # a bad argument fails before any set-up
+    if command == "run" and (busy := database_busy(DEMO / "drift-monitor.db")):
+        print(f"deploy/dev.py run: {busy}", file=sys.stderr)  # before any set-up, in one line
+        return 1
     ensure_venv()
     if command == "test":
         # Two workers per core: most tests wait on servers and processes they started, not the CPU.
@@ -104,15 +107,64 @@ def demo_port(extra: list[str]) -> int:
     return port
 
 
-def run_demo(port: int) -> int:
-    """Register the demo server, poll it, change its tools the way a careless deploy would, poll again."""
-    work = ROOT / ".drift-monitor"
+DEMO = ROOT / ".drift-monitor"
+"""Where `run` keeps the demo: its config, the tools file the demo server serves, its database."""
+
+
+def database_busy(database: Path) -> str | None:
+    """Why the demo database cannot be used now: the lock file `drift-monitor serve` holds beside a
+    SQLite database (monitor/collect/scheduler.py, `lock_sqlite`) is taken. None: it is free."""
+    import fcntl  # POSIX; where it is missing, serve itself says so
+
+    lock = database.with_name(database.name + ".lock")
+    if not lock.exists():
+        return None
+    with lock.open("a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            return (
+                f"the demo database {database} is in use by another drift-monitor serve ({holder}): "
+                "stop it (Ctrl-C where it runs) and run this again"
+            )
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
+
+
+def demo_versions(database: Path) -> int:
+    """How many versions of the `demo` server the database holds (0: no demo made yet)."""
+    import sqlite3
+
+    if not database.exists():
+        return 0
+    connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+    try:
+        row = connection.execute(
+            "SELECT count(*) FROM snapshots JOIN servers ON servers.id = snapshots.server_id"
+            " WHERE servers.name = 'demo'"
+        ).fetchone()
+    except sqlite3.Error:  # not migrated yet
+        return 0
+    finally:
+        connection.close()
+    return int(row[0])
+
+
+def run_demo(port: int, work: Path = DEMO) -> int:
+    """Register the demo server, poll it, change its tools the way a careless deploy would, poll
+    again; a second run reuses the demo it made (no new versions) and says so."""
     work.mkdir(exist_ok=True)
+    database = work / "drift-monitor.db"
+    if busy := database_busy(database):
+        print(f"deploy/dev.py run: {busy}", file=sys.stderr, flush=True)
+        return 1
     tools = work / "demo-tools.json"
     config = work / "demo.toml"
     config.write_text(
         "[monitor]\n"
-        f'database_url = "sqlite:///{(work / "drift-monitor.db").as_posix()}"\n\n'
+        f'database_url = "sqlite:///{database.as_posix()}"\n\n'
         "[[servers]]\n"
         'name = "demo"\n'
         'transport = "stdio"\n'
@@ -124,7 +176,14 @@ def run_demo(port: int) -> int:
     cli = ["-m", "monitor.cli"]
     if code := run(*cli, "migrate", "--config", str(config)):
         return code
-    for example in ("before.json", "after.json"):
+    made = demo_versions(database)
+    if made >= 2:
+        print(
+            f"\nReusing the demo made earlier: {made} versions of `demo` in {database} "
+            f"(delete {work} to make it again).",
+            flush=True,
+        )
+    for example in () if made >= 2 else ("before.json", "after.json"):
         listing = json.loads((examples / example).read_text(encoding="utf-8"))
         tools.write_text(json.dumps(listing.get("result", listing)["tools"]), encoding="utf-8")
         print(f"\n$ drift-monitor poll   # demo server now serving docs/examples/{example}", flush=True)
@@ -137,9 +196,13 @@ def run_demo(port: int) -> int:
         flush=True,
     )
     env = {**os.environ, "DRIFT_MONITOR_API_TOKEN": token}
-    serve = [str(PYTHON), *cli, "serve", "--config", str(config), "--port", str(port)]
+    return serve([str(PYTHON), *cli, "serve", "--config", str(config), "--port", str(port)], env)
+
+
+def serve(command: list[str], env: dict[str, str]) -> int:
+    """Run `drift-monitor serve` in the foreground until Ctrl-C."""
     try:
-        return subprocess.run(serve, cwd=ROOT, env=env, check=False).returncode
+        return subprocess.run(command, cwd=ROOT, env=env, check=False).returncode
     except KeyboardInterrupt:
         return 0
 

@@ -708,3 +708,45 @@ def test_systemd_security_exposure_is_low(systemd_root: Path) -> None:
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr
         exposure = re.search(rf"Overall exposure level for {re.escape(name)}: (\d+\.\d+) OK", result.stdout)
         assert exposure and float(exposure.group(1)) <= 2.0, result.stdout[-300:]
+
+
+def load_dev() -> Any:
+    """deploy/dev.py as a module (it is a script, not part of the package)."""
+    spec = importlib.util.spec_from_file_location("dev", ROOT / "deploy" / "dev.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_dev_run_reuses_its_demo_and_says_when_serve_holds_the_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first `run` polls the demo server twice (two versions); a second reuses them, with no
+    new version, and says so; with a serve holding the database it says so in one line and polls
+    nothing. The serve step itself is not started (it would run until Ctrl-C)."""
+    from monitor.collect.scheduler import lock_sqlite
+
+    dev = load_dev()
+    served: list[list[str]] = []
+    monkeypatch.setattr(dev, "serve", lambda command, env: served.append(command) or 0)
+    database = tmp_path / "drift-monitor.db"
+
+    assert dev.run_demo(8000, tmp_path) == 0
+    assert dev.demo_versions(database) == 2 and len(served) == 1
+    capsys.readouterr()
+    assert dev.run_demo(8000, tmp_path) == 0
+    out = capsys.readouterr().out
+    assert "Reusing the demo made earlier: 2 versions" in out and "drift-monitor poll" not in out
+    assert dev.demo_versions(database) == 2 and len(served) == 2
+
+    held = lock_sqlite(f"sqlite:///{database}")
+    assert held is not None
+    try:
+        assert dev.run_demo(8000, tmp_path) == 1
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "in use by another drift-monitor serve" in err
+        assert len(served) == 2, "nothing started"
+    finally:
+        held.close()
+    assert dev.database_busy(database) is None
