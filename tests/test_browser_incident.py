@@ -238,7 +238,8 @@ def test_no_page_scrolls_sideways_from_phone_to_laptop(incident_site: tuple[str,
                     wide.append((width, path, extra))
                 squeezed = page.evaluate(
                     "() => [...document.querySelectorAll('main button')]"
-                    ".filter(b => b.offsetParent && b.scrollWidth > b.clientWidth + 1).map(b => b.textContent)"
+                    ".filter(b => b.offsetParent && b.scrollWidth > b.clientWidth + 1)"
+                    ".map(b => b.textContent)"
                 )
                 if squeezed:
                     wide.append((width, path, squeezed))
