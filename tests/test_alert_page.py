@@ -221,4 +221,116 @@ def test_approving_from_the_alert_page_resolves_it(alerted: Store, browser: Test
         (revoked, "dana", "approved as in v2")
     ]
     shown = browser.get(f"/alerts/{revoked}").text
-    assert "by dana" in shown and "approved as in v2" in shown and "the condition cleared" not in shown
+    assert "approved by dana as in v2" in shown and "the condition cleared" not in shown
+
+
+def resolved_bodies(store: Store) -> dict[str, dict[str, object]]:
+    """The `alert.resolved` webhook body of each rule."""
+    with store.sessions() as session:
+        bodies = session.scalars(
+            select(WebhookDelivery.body).where(WebhookDelivery.event_type == "alert.resolved")
+        ).all()
+    return {json.loads(body)["alert"]["rule"]: json.loads(body) for body in bodies}
+
+
+def test_silenced_alerts_show_it_and_every_resolution_gives_its_cause(
+    alerted: Store, browser: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A silence over an open alert marks it (API, list, page, server page); a silence made with
+    `resolve_alerts` resolves it, its cause the silence; an approval's cause is the approval; each
+    cause on the page, the timeline, the webhook body and the log line."""
+    sam = bearer(add_token(alerted, "sam", "responder"))
+    ann = bearer(add_token(alerted, "ann", "approver"))
+    (alerting,) = [hook for hook in alerted.hooks if isinstance(hook, Alerting)]
+    with web_client(alerted, auth=None, alerting=alerting) as client:
+        muted = {
+            "server": "tenants",
+            "rule": "server-unreachable",
+            "duration": "2h",
+            "reason": "planned outage",
+        }
+        assert client.post("/api/v1/silences", json=muted, headers=sam).status_code == 201
+        items = client.get("/api/v1/alerts", params={"state": "unresolved"}, headers=sam).json()["items"]
+        by_rule = {a["rule"]: a for a in items}
+        assert by_rule["server-unreachable"]["silenced_by"] == "sam"
+        assert by_rule["server-unreachable"]["silenced_until"] is not None
+        assert by_rule["read-only-revoked"]["silenced_until"] is None
+        unreachable = by_rule["server-unreachable"]["id"]
+        for path in ("/alerts", f"/alerts/{unreachable}", "/servers/tenants"):
+            assert "state-silenced" in browser.get(path).text, path
+
+        with caplog.at_level("INFO", logger="drift_monitor.alerts"):
+            silenced = client.post("/api/v1/silences", json={**muted, "resolve_alerts": True}, headers=sam)
+            assert silenced.status_code == 201
+            approved = client.post(
+                "/api/v1/servers/tenants/approvals",
+                json={
+                    "version": 2,
+                    "tools": ["purge_tenant"],
+                    "note": "rolled out on purpose",
+                    "resolve_alerts": True,
+                },
+                headers=ann,
+            )
+            assert approved.status_code in (200, 201), approved.text
+        done = {
+            a["rule"]: a
+            for a in client.get("/api/v1/alerts", params={"state": "resolved"}, headers=sam).json()["items"]
+        }
+    assert done["server-unreachable"]["resolve_cause"] == "silenced"
+    assert done["server-unreachable"]["resolution"].startswith("silenced by sam until 20")
+    assert done["server-unreachable"]["resolution"].endswith(": planned outage")
+    assert done["read-only-revoked"]["resolve_cause"] == "approved"
+    assert done["read-only-revoked"]["resolution"] == "approved by ann as in v2: rolled out on purpose"
+
+    bodies = resolved_bodies(alerted)
+    assert bodies["server-unreachable"]["cause"] == done["server-unreachable"]["resolution"]
+    assert bodies["read-only-revoked"]["cause"] == "approved by ann as in v2: rolled out on purpose"
+    logged = [r.getMessage() for r in caplog.records if " resolved" in r.getMessage()]
+    assert any("approved by ann as in v2" in line for line in logged), logged
+    assert any("silenced by sam until" in line for line in logged), logged
+
+    page = browser.get(f"/alerts/{done['read-only-revoked']['id']}").text
+    assert page.count("approved by ann as in v2: rolled out on purpose") == 2, "the facts and the timeline"
+    assert "the condition cleared" not in page
+
+
+def test_a_cleared_condition_says_so_everywhere(alerted: Store, browser: TestClient) -> None:
+    with alerted.sessions() as session:
+        server_id = session.scalars(select(Alert.server_id)).first()
+        unreachable = session.scalars(select(Alert.id).where(Alert.rule == "server-unreachable")).one()
+    assert server_id is not None
+    record_poll(alerted, server_id, listing(False), T0 + timedelta(minutes=6))
+    assert resolved_bodies(alerted)["server-unreachable"]["cause"] == "the condition cleared"
+    page = browser.get(f"/alerts/{unreachable}").text
+    assert page.count("the condition cleared") == 2, "the facts and the timeline"
+
+
+def test_the_alert_page_answers_what_changed_what_hosts_get_and_acts_in_one_click(
+    alerted: Store, browser: TestClient
+) -> None:
+    """From the webhook's link: the before/after inline, each affected tool's decision now, the
+    sessions still on an older listing, a link from the diff back; silencing is one click and
+    resolves the alert, its cause the silence."""
+    with alerted.sessions() as session:
+        revoked = session.scalars(select(Alert.id).where(Alert.rule == "read-only-revoked")).one()
+    with web_client(alerted) as api:  # a gateway reports a session that still holds v1
+        held = {"server": "tenants", "session_id": "gw-7", "client": "gateway", "tools": listing(True)}
+        assert api.post("/api/v1/sessions", json={**held, "connected_at": T0.isoformat()}).status_code == 201
+
+    page = browser.get(urlsplit(webhook_urls(alerted)["read-only-revoked"]).path).text
+    assert "Before and after: v1 → v2" in page and "read-only" in page
+    assert "What hosts are told now" in page
+    assert re.search(r'purge_tenant</a></th><td><span class="decision decision-deny">deny</span>', page), page
+    assert "<code>gw-7</code>" in page, "the session that still holds the old listing"
+    assert f'href="/alerts/{revoked}"' in browser.get("/servers/tenants/diff?from=1&to=2").text
+
+    forms = re.findall(r'<form method="post" action="/silences" class="inline">(.*?)</form>', page, re.S)
+    assert [re.search(r'name="duration" value="([^"]+)"', f).group(1) for f in forms] == ["1h", "4h", "1d"]  # type: ignore[union-attr]
+    one_click = dict(re.findall(r'name="([^"]+)" value="([^"]*)"', forms[0]))
+    done = browser.post("/silences", data=one_click)
+    assert done.status_code == 303 and done.headers["location"] == f"/alerts/{revoked}"
+    after = browser.get(done.headers["location"]).text
+    assert "silenced by dana until" in after and "silenced from alert #" in after
+    with alerted.sessions() as session:
+        assert session.get_one(Alert, revoked).resolve_cause == "silenced"

@@ -176,3 +176,34 @@ def test_approve_a_version_from_the_diff_page(page: Any, live_server: tuple[str,
     assert "allow" in row.inner_text().lower() and "v4" in row.inner_text()
     shoot(page, "approvals")
     assert page.problems == []
+
+
+def test_from_a_webhooks_link_to_acting_on_the_alert_click_by_click(
+    page: Any, live_server: tuple[str, World]
+) -> None:
+    """A webhook's `url` is `/alerts/{id}`. From there, with no other page: acknowledge is one click,
+    silence-and-resolve one click, approve one click and its confirmation, resolve one click; the
+    page then says why each ended."""
+    base, world = live_server
+    revoked = world.alert_ids["open:read-only-revoked"]
+    hidden = world.alert_ids["open:hidden-text-in-description"]
+    sign_in(page, TOKEN, f"/alerts/{revoked}")  # the webhook's link, through the sign-in
+    page.get_by_role("heading", name="Before and after: v1 → v2").wait_for()
+    page.get_by_role("heading", name="What hosts are told now").wait_for()
+    shoot(page, "alert", publish=True)
+
+    page.get_by_role("button", name="Acknowledge as config").click()  # click 1: acknowledged
+    page.get_by_role("status").wait_for()
+    assert "acknowledged by config" in page.locator("main").inner_text()
+
+    page.get_by_role("button", name="Approve lookup as in v2…").click()  # click 1: what it will do
+    page.get_by_role("button", name="Approve as config").click()  # click 2: approved, resolved
+    page.goto(f"/alerts/{revoked}")
+    assert "approved by config as in v2" in page.locator("main").inner_text()
+
+    page.goto(f"/alerts/{hidden}")  # another webhook's link
+    page.get_by_role("button", name="Silence for 4h").click()  # click 1: silenced and resolved
+    page.get_by_role("status").wait_for()
+    assert page.url == f"{base}/alerts/{hidden}"
+    assert "silenced by config until" in page.locator("main").inner_text()
+    assert page.problems == [], page.problems

@@ -212,3 +212,36 @@ def test_every_page_is_readable_at_390_px(phone: Any) -> None:
             wide.append((path, overflows(phone)))
         shoot(phone, name, publish=name.startswith("incident-"))
     assert wide == [], f"wider than a 390 px phone (path, extra px): {wide}"
+
+
+WIDTHS = (390, 800, 1024, 1280, 1366)
+"""A phone, a narrow window, a tablet, and the laptops on-call engineers use."""
+
+
+def test_no_page_scrolls_sideways_from_phone_to_laptop(incident_site: tuple[str, Incident]) -> None:
+    """Every page with data, at each width: nothing wider than the window, and no button squeezed
+    below its own label (the Acknowledge button once showed "A" at 1280 px)."""
+    base, incident = incident_site
+    paths = [path for path, _ in PHONE_PAGES] + [
+        f"/alerts/{incident.alert_ids['read-only-revoked/lookup']}",
+        "/alerts?state=all",
+        "/silences",
+    ]
+    wide = []
+    for width in WIDTHS:
+        with browser_page(base, {"width": width, "height": 900}) as page:
+            sign_in(page, TOKEN)
+            for path in paths:
+                page.goto(path)
+                page.locator("main h1").wait_for()
+                if extra := overflows(page):
+                    wide.append((width, path, extra))
+                squeezed = page.evaluate(
+                    "() => [...document.querySelectorAll('main button')]"
+                    ".filter(b => b.offsetParent && b.scrollWidth > b.clientWidth + 1)"
+                    ".map(b => b.textContent)"
+                )
+                if squeezed:
+                    wide.append((width, path, squeezed))
+            assert page.problems == [], page.problems
+    assert wide == [], f"sideways at (width, path, extra px or squeezed buttons): {wide}"

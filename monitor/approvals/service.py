@@ -22,7 +22,7 @@ from monitor.approvals.errors import Conflict, NotFound, Unstorable
 from monitor.approvals.records import ApprovalRecord
 from monitor.core.ijson import storable
 from monitor.core.rules import ABOUT_A_TOOL
-from monitor.core.states import AlertState, ApprovalMode, ServerOrigin
+from monitor.core.states import AlertState, ApprovalMode, ResolveCause, ServerOrigin
 from monitor.core.text import make_visible
 from monitor.notify import alerts
 from monitor.store.models import Alert, AlertFinding, FindingRecord, Server, Snapshot
@@ -65,7 +65,7 @@ def approve(
     if request.resolve_alerts:
         names = [event.tool for event in events if event.tool is not None]
         for alert in alerts_resolved_by(session, server.id, names, version):
-            alert.resolved_by = actor
+            alert.resolved_by, alert.resolve_cause = actor, ResolveCause.APPROVED
             alert.resolve_note = f"approved as in v{version}" + (f": {request.note}" if request.note else "")
             alerts.resolve(session, alert, now, policy=policy)
             resolved.append(alert.id)

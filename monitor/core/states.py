@@ -17,6 +17,20 @@ class AlertState(enum.StrEnum):
         return (cls.OPEN, cls.ACKNOWLEDGED)
 
 
+class ResolveCause(enum.StrEnum):
+    """Why an alert was resolved (docs/contract.md section 13), kept with it and given wherever the
+    resolution appears: the page, the timeline, the webhooks and the log."""
+
+    CLEARED = "cleared"
+    """The monitor found the condition gone."""
+    BY_HAND = "by-hand"
+    """A person resolved it, with a note."""
+    APPROVED = "approved"
+    """A person approved the tool's definition it was about."""
+    SILENCED = "silenced"
+    """A person silenced what it matches, until a time."""
+
+
 class AlertStateFilter(enum.StrEnum):
     """Which alerts a list shows (the API's and the dashboard's `state=`): one state, `unresolved`
     (open and acknowledged: an acknowledged alert is still an incident), or all of them."""
@@ -76,9 +90,16 @@ class ServerStatus(enum.StrEnum):
 
     OK = "ok"
     FAILING = "failing"
+    OVERDUE = "overdue"
+    """No poll attempt for more than `OVERDUE_INTERVALS` of its intervals: no data is not ok."""
     NEVER_POLLED = "never polled"
     NO_TOOLS = "no tools"
     """Answers, but declares no `tools` capability: it offers hosts no tools (an empty listing)."""
+
+
+OVERDUE_INTERVALS = 3
+"""A server whose newest poll attempt is older than this many of its poll intervals is overdue
+(docs/contract.md section 13): nobody is polling it, whatever its last poll said."""
 
 
 class ServerOrigin(enum.StrEnum):

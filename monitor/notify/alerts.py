@@ -23,7 +23,7 @@ from monitor.config import Config
 from monitor.config.webhooks import WebhookConfig
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.rules import CATALOG, TOOL_RULES, Check
-from monitor.core.states import AlertEvent, AlertState
+from monitor.core.states import AlertEvent, AlertState, ResolveCause
 from monitor.notify.events import alert_event
 from monitor.notify.outbox import DEFAULT_EXPIRY, enqueue, opened_for, wake_after_commit
 from monitor.notify.payloads import MAX_FINDINGS, alert_payload
@@ -43,6 +43,7 @@ from monitor.store.models import (
 )
 from monitor.store.polled import RecordedPoll
 from monitor.store.polls import PollHook, Store, store_findings
+from monitor.store.records import resolution
 
 _TOOL_CHECKS: dict[str, Check] = {rule.id: rule.check for rule in TOOL_RULES if rule.check}
 _CLEARED_BY_POLLS = [rule for rule in CATALOG.values() if rule.clears is not None]
@@ -386,8 +387,11 @@ def resolve(session: Session, alert: Alert, now: datetime, *, policy: Alerting) 
     if alert.state == AlertState.RESOLVED:
         return
     alert.state, alert.resolved_at, alert.open_key = AlertState.RESOLVED, now, None
+    if alert.resolved_by is None or alert.resolve_cause is None:  # no person and cause given: cleared
+        alert.resolved_by, alert.resolve_cause = None, ResolveCause.CLEARED
     server = session.get_one(Server, alert.server_id)
-    alert_event(session, alert, server.name, "resolved", by=alert.resolved_by)
+    cause = resolution(alert.state, alert.resolve_cause, alert.resolved_by, alert.resolve_note)
+    alert_event(session, alert, server.name, "resolved", by=alert.resolved_by, cause=cause)
     announce(
         session,
         alert,

@@ -16,7 +16,15 @@ from monitor.store.models import Alert
 log = logging.getLogger("drift_monitor.alerts")
 
 
-def alert_event(session: Session, alert: Alert, server: str, event: str, *, by: str | None = None) -> None:
+def alert_event(
+    session: Session,
+    alert: Alert,
+    server: str,
+    event: str,
+    *,
+    by: str | None = None,
+    cause: str | None = None,
+) -> None:
     """Count and log `event` ("opened", "acknowledged", "resolved"; "raised" or "lowered" when its
     severity changes in place) for `alert` after commit, with
     `by`, the caller who did it (None: the monitor itself)."""
@@ -24,7 +32,9 @@ def alert_event(session: Session, alert: Alert, server: str, event: str, *, by: 
     subject = server + (f" / {make_visible(tool)}" if tool else "")
     if alert.session_id:
         subject += f" (session {make_visible(alert.session_id)})"
-    if by is not None:
+    if cause is not None:  # a resolution says why: "approved by alice as in v3", "the condition cleared"
+        subject += f": {make_visible(cause)}"
+    elif by is not None:
         subject += f" by {make_visible(by)}"
 
     def committed() -> None:
@@ -44,6 +54,7 @@ def alert_event(session: Session, alert: Alert, server: str, event: str, *, by: 
                 "server": server,
                 "event": f"alert.{event}",
                 "actor": by,
+                "cause": cause,
             },
         )
 

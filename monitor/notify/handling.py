@@ -6,14 +6,16 @@ hear what became of it.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from monitor.core.states import AlertEvent, AlertState
+from monitor.core.states import AlertEvent, AlertState, ResolveCause
 from monitor.notify.alerts import Alerting, announce, resolve
 from monitor.notify.events import alert_event
 from monitor.store.models import Alert, Server
+from monitor.store.records import SilenceRecord
 
 
 class AlertResolved(ValueError):
@@ -67,9 +69,32 @@ def resolve_by_hand(
         return None
     if alert.state == AlertState.RESOLVED:
         raise AlertResolved(f"alert {alert_id} was already resolved at {_iso(alert.resolved_at)}")
-    alert.resolved_by, alert.resolve_note = by, note
+    alert.resolved_by, alert.resolve_note, alert.resolve_cause = by, note, ResolveCause.BY_HAND
     resolve(session, alert, now, policy=policy)
     return alert
+
+
+def resolve_silenced(
+    session: Session, silence: SilenceRecord, now: datetime, *, by: str, policy: Alerting
+) -> list[int]:
+    """ "Silence this": the unresolved alerts the new silence matches resolve, their cause the silence
+    ("silenced by NAME until T: why"); what they were about stays muted until it ends. The ids."""
+    query = select(Alert).join(Server, Server.id == Alert.server_id)
+    query = query.where(Alert.state.in_(AlertState.unresolved()))
+    if silence.server is not None:
+        query = query.where(Server.name == silence.server)
+    if silence.tool is not None:
+        query = query.where(Alert.tool == silence.tool)
+    if silence.rule is not None:
+        query = query.where(Alert.rule == silence.rule)
+    resolved = []
+    for alert in session.scalars(query.order_by(Alert.id).with_for_update(of=Alert)):
+        until = silence.ends_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        alert.resolved_by, alert.resolve_cause = by, ResolveCause.SILENCED
+        alert.resolve_note = f"silenced until {until}: {silence.reason}"
+        resolve(session, alert, now, policy=policy)
+        resolved.append(alert.id)
+    return resolved
 
 
 def _iso(at: datetime | None) -> str:

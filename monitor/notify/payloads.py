@@ -29,13 +29,15 @@ def alert_payload(
     """The body of docs/contract.md section 9, from the alert's and its findings' records; `key` (the
     alert's id scoped by the installation), `state`, `session_id` and `resolved_at` are extras for
     receivers that route or deduplicate. `by` and `note` say who acknowledged or resolved it and why
-    (null for what the monitor did itself: opening, or resolving when the condition cleared)."""
+    (null for what the monitor did itself: opening, or resolving when the condition cleared), and
+    `cause` says in words why an `alert.resolved` ended it (docs/contract.md section 13)."""
     record = AlertRecord.of(alert, server=server, finding_count=len(findings))
     by, note = _actor(event_type, record)
     return {
         "type": event_type.value,
         "by": by,
         "note": note,
+        "cause": record.resolution if event_type == AlertEvent.RESOLVED else None,
         "alert": {
             "id": record.id,
             "key": keys.key(record.id),

@@ -12,6 +12,7 @@ from monitor.config import parse_duration
 from monitor.core.rules import CATALOG
 from monitor.identity.acts import Acting
 from monitor.identity.callers import may_read, may_respond
+from monitor.notify import handling
 from monitor.silences import service as silences
 from monitor.store.records import SilenceRecord
 from monitor.webapp.api.schemas import (
@@ -79,6 +80,12 @@ class SilenceCreate(BaseModel):
         description="Free text kept in the reason (`for <created_by>: ...`); the actor is the token's name",
     )
 
+    resolve_alerts: bool = Field(
+        default=False,
+        description="Also resolve the open and acknowledged alerts it matches, their cause this silence "
+        "(`silenced by NAME until T`): Silence this, from an alert",
+    )
+
     def why(self) -> str:
         return f"for {self.created_by}: {self.reason}" if self.created_by else self.reason
 
@@ -100,7 +107,7 @@ ENDED: dict[int | str, dict[str, Any]] = {
     dependencies=[Depends(may_respond)],
     responses={**WRITE_ERRORS, **not_found("server"), **ENDED},
 )
-def create_silence(body: SilenceCreate, act: Acting) -> SilenceRecord:
+def create_silence(web: Web, body: SilenceCreate, act: Acting) -> SilenceRecord:
     session, now = act.session, act.at
     if (body.ends_at is None) == (body.duration is None):
         raise unprocessable(["body"], "give exactly one of ends_at and duration")
@@ -131,6 +138,9 @@ def create_silence(body: SilenceCreate, act: Acting) -> SilenceRecord:
     act.record(
         "silence.create", f"silence {created.id}", ends_at=created.ends_at.isoformat(), reason=body.why()
     )
+    if body.resolve_alerts:
+        resolved = handling.resolve_silenced(session, created, now, by=act.actor, policy=web.alerting)
+        act.record("alert.resolve", f"silence {created.id}", alerts=resolved)
     return created
 
 

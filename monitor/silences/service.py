@@ -16,9 +16,10 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from monitor.core.rules import CATALOG
+from monitor.core.states import AlertState
 from monitor.core.text import make_visible
 from monitor.store.models import Server, Silence
-from monitor.store.records import SilenceRecord
+from monitor.store.records import AlertRecord, SilenceRecord
 
 
 class SilenceError(ValueError):
@@ -116,3 +117,27 @@ def expire_silence(session: Session, silence_id: int, now: datetime) -> SilenceR
         return None
     silence.ends_at = min(silence.ends_at, now)
     return SilenceRecord.of(silence, now)
+
+
+def mark_silenced(session: Session, alerts: Sequence[AlertRecord], now: datetime) -> list[AlertRecord]:
+    """The alerts, each unresolved one that an active silence matches marked with until when and by
+    whom: a silenced open alert must not look like any other, wherever it is listed."""
+    unresolved = [alert for alert in alerts if alert.state != AlertState.RESOLVED]
+    if not unresolved:
+        return list(alerts)
+    active = session.scalars(select(Silence).where(Silence.ends_at > now, Silence.created_at <= now)).all()
+    marked = []
+    for alert in alerts:
+        silence = None
+        if alert.state != AlertState.RESOLVED:
+            silence = Muting([s for s in active if s.server in (None, alert.server)]).match(
+                alert.tool, alert.rule
+            )
+        marked.append(
+            alert
+            if silence is None
+            else alert.model_copy(
+                update={"silenced_until": silence.ends_at, "silenced_by": silence.created_by}
+            )
+        )
+    return marked

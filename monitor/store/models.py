@@ -299,6 +299,8 @@ class Alert(Base):
     resolved_by: Mapped[str | None] = mapped_column(Text)
     """Who resolved it by hand; None when its condition cleared."""
     resolve_note: Mapped[str | None] = mapped_column(Text)
+    resolve_cause: Mapped[str | None] = mapped_column(String(16))
+    """Why it was resolved (`monitor.core.states.ResolveCause`); None while unresolved."""
 
     __table_args__ = (
         Index("ix_alerts_state_opened_at", "state", "opened_at"),

@@ -17,8 +17,10 @@ from pydantic.json_schema import SkipJsonSchema
 from monitor.core.listing import offers_tools
 from monitor.core.rules import Severity
 from monitor.core.states import (
+    OVERDUE_INTERVALS,
     AlertState,
     ApprovalMode,
+    ResolveCause,
     ServerOrigin,
     ServerStatus,
 )
@@ -56,6 +58,11 @@ class SnapshotListing(SnapshotRecord):
     server: str
     server_info: dict[str, Any] | None
     tools: list[dict[str, Any]] = Field(description="The tools as the server sent them, `_meta` included")
+
+
+def is_overdue(last_poll_at: datetime | None, interval: float, now: datetime) -> bool:
+    """Polled once, and not within the last `OVERDUE_INTERVALS` intervals."""
+    return last_poll_at is not None and (now - last_poll_at).total_seconds() > OVERDUE_INTERVALS * interval
 
 
 class ServerRecord(Record):
@@ -111,16 +118,32 @@ class ServerRecord(Record):
         "is deny until a listing the monitor can store arrives",
     )
 
+    overdue: bool = Field(
+        default=False,
+        description="No poll attempt for more than three of its intervals: nothing is polling it (an "
+        "instance with another config registered it, or the scheduler stopped)",
+    )
+
     @computed_field  # type: ignore[prop-decorator]
     @property
     def status(self) -> ServerStatus:
+        """Never polled; failing (its last poll failed); overdue (no recent poll: its last answer is
+        old news); else ok."""
         if self.last_poll_at is None:
             return ServerStatus.NEVER_POLLED
         if self.consecutive_failures > 0:
             return ServerStatus.FAILING
+        if self.overdue:
+            return ServerStatus.OVERDUE
         if self.capabilities is not None and not offers_tools(self.capabilities):
             return ServerStatus.NO_TOOLS
         return ServerStatus.OK
+
+    def as_of(self, now: datetime, default_interval: float) -> ServerRecord:
+        """The record with `overdue` as of `now` (its own interval, else the configured one)."""
+        return self.model_copy(
+            update={"overdue": is_overdue(self.last_poll_at, self.interval_seconds or default_interval, now)}
+        )
 
     @property
     def worst_open_rank(self) -> int:
@@ -181,6 +204,20 @@ class ToolVersionRecord(Record):
         return self.definition is not None
 
 
+def resolution(state: str, cause: str | None, by: str | None, note: str | None) -> str | None:
+    """One sentence for why an alert ended: "approved by alice as in v3", "resolved by bob: host
+    retired", "silenced by carol until 2026-12-04T09:00:00Z: a planned migration", "the condition
+    cleared" (docs/contract.md section 13). A cause an approval or silence recorded leads its note."""
+    if state != AlertState.RESOLVED:
+        return None
+    if by is None or cause in (None, ResolveCause.CLEARED):
+        return "the condition cleared"
+    if cause in (ResolveCause.APPROVED, ResolveCause.SILENCED) and note:
+        verb = "approved" if cause == ResolveCause.APPROVED else "silenced"
+        return f"{verb} by {by}{note.removeprefix(verb)}"
+    return f"resolved by {by}" + (f": {note}" if note else "")
+
+
 class AlertRecord(Record):
     """An alert with its server's name and how many findings it gathered."""
 
@@ -201,6 +238,18 @@ class AlertRecord(Record):
     ack_note: str | None = None
     resolved_by: str | None = Field(default=None, description="Who resolved it by hand; null when it cleared")
     resolve_note: str | None = None
+    resolve_cause: ResolveCause | None = Field(
+        default=None, description="Why it was resolved; null until then"
+    )
+    silenced_until: datetime | None = Field(
+        default=None, description="Unresolved and matched by an active silence: until when (else null)"
+    )
+    silenced_by: str | None = Field(default=None, description="Who made that silence")
+
+    @computed_field(description="The cause of its resolution in words (null while unresolved)")  # type: ignore[prop-decorator]
+    @property
+    def resolution(self) -> str | None:
+        return resolution(self.state, self.resolve_cause, self.resolved_by, self.resolve_note)
 
     @classmethod
     def of(cls, alert: Alert, *, server: str, finding_count: int) -> AlertRecord:

@@ -10,6 +10,7 @@ from monitor.config import Config
 from monitor.identity.callers import Identity
 from monitor.notify.alerts import Alerting
 from monitor.store import PollOutcome, Store
+from monitor.store.records import ServerRecord
 
 PollNow = Callable[[str], Awaitable[PollOutcome]]
 
@@ -39,3 +40,7 @@ class WebContext:
 
     def now(self) -> datetime:
         return self.clock()
+
+    def as_of_now(self, server: ServerRecord) -> ServerRecord:
+        """The server record with `overdue` as of now (docs/contract.md section 13)."""
+        return server.as_of(self.now(), self.config.monitor.poll_interval)

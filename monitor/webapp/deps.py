@@ -109,14 +109,14 @@ def server_id_or_404(session: Session, name: str) -> int:
 ServerName = Annotated[str, Path(description="The server's name", max_length=200, pattern=SERVER_NAME)]
 
 
-def server_or_404(name: ServerName, session: ReadSession) -> ServerRecord:
+def server_or_404(name: ServerName, session: ReadSession, web: Web) -> ServerRecord:
     """The server of the API's `{name}` (its OpenAPI document states the name's pattern)."""
-    return find_server_or_404(session, name)
+    return web.as_of_now(find_server_or_404(session, name))
 
 
-def page_server_or_404(name: str, session: ReadSession) -> ServerRecord:
+def page_server_or_404(name: str, session: ReadSession, web: Web) -> ServerRecord:
     """The server of a page's `{name}`: any text, so a name that cannot exist is a 404 page."""
-    return find_server_or_404(session, name)
+    return web.as_of_now(find_server_or_404(session, name))
 
 
 AlertId = Annotated[int, Path(ge=1, le=INT32_MAX)]

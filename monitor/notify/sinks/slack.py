@@ -18,7 +18,9 @@ class SlackWebhook(Sink):
     def body(cls, payload: Mapping[str, Any], webhook: WebhookConfig) -> dict[str, Any]:
         """Server-controlled text is made visible and escaped, so it cannot mention, link or hide."""
         alert = payload["alert"]
-        verb = "resolved" if payload["type"] == AlertEvent.RESOLVED else "opened"
+        verb = "opened"
+        if payload["type"] == AlertEvent.RESOLVED:
+            verb = f"resolved ({make_visible(payload.get('cause') or 'the condition cleared')})"
         subject = alert["server"] + (f" / {alert['tool']}" if alert["tool"] else "")
         title = clip(f"[{alert['severity'].upper()}] {alert['rule']} {verb} on {make_visible(subject)}", 300)
         message = clip(make_visible(alert["message"]), 2500)

@@ -61,6 +61,7 @@ def list_alerts(
         Alert.ack_note,
         Alert.resolved_by,
         Alert.resolve_note,
+        Alert.resolve_cause,
     ).join(Server, Server.id == Alert.server_id)
     if state is not None:
         query = query.where(Alert.state == state)

@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from monitor.core.states import AlertState, DeliveryState, ServerStatus
 from monitor.store.models import Alert, Server, Snapshot, WebhookDelivery
-from monitor.store.records import SEVERITIES
+from monitor.store.records import SEVERITIES, is_overdue
 
 MAX_SERVER_SERIES = 2000
 """Per-server gauges cover at most this many servers (by name), so one scrape stays bounded."""
@@ -29,6 +29,8 @@ class ServerMetrics:
     last_success_at: datetime | None
     open_alerts: dict[str, int]
     """Unresolved alerts by severity, every severity present."""
+    interval_seconds: float
+    """How often it is meant to be polled: its own interval, else the configured one."""
 
 
 @dataclass(frozen=True)
@@ -42,22 +44,21 @@ class MetricsData:
     servers: list[ServerMetrics]
 
 
-def read_metrics(session: Session) -> MetricsData:
-    """The state /metrics reports as gauges, read in one session."""
-    never = Server.last_poll_at.is_(None)
-    failing = and_(Server.last_poll_at.is_not(None), Server.consecutive_failures > 0)
-    total, never_polled, failing_count = session.execute(
-        select(
-            func.count(),
-            func.coalesce(func.sum(case((never, 1), else_=0)), 0),
-            func.coalesce(func.sum(case((failing, 1), else_=0)), 0),
-        ).select_from(Server)
-    ).one()
-    statuses = {
-        ServerStatus.OK: int(total) - int(never_polled) - int(failing_count),
-        ServerStatus.FAILING: int(failing_count),
-        ServerStatus.NEVER_POLLED: int(never_polled),
-    }
+def read_metrics(session: Session, now: datetime, default_interval: float) -> MetricsData:
+    """The state /metrics reports as gauges, read in one session; `overdue` as of `now`, each
+    server's own interval or else `default_interval`."""
+    statuses = dict.fromkeys(ServerStatus, 0)
+    for last_poll, failures, interval in session.execute(
+        select(Server.last_poll_at, Server.consecutive_failures, Server.interval_seconds)
+    ):
+        if last_poll is None:
+            statuses[ServerStatus.NEVER_POLLED] += 1
+        elif failures > 0:
+            statuses[ServerStatus.FAILING] += 1
+        elif is_overdue(last_poll, interval or default_interval, now):
+            statuses[ServerStatus.OVERDUE] += 1
+        else:
+            statuses[ServerStatus.OK] += 1
     unresolved = AlertState.unresolved()
     alerts = {(state, severity): 0 for state in unresolved for severity in SEVERITIES}
     for state, severity, count in session.execute(
@@ -78,11 +79,11 @@ def read_metrics(session: Session) -> MetricsData:
         pending_deliveries=int(pending),
         oldest_pending_delivery=oldest,
         snapshot_versions=int(versions),
-        servers=_servers(session),
+        servers=_servers(session, default_interval),
     )
 
 
-def _servers(session: Session) -> list[ServerMetrics]:
+def _servers(session: Session, default_interval: float) -> list[ServerMetrics]:
     """One row per registered server (the first `MAX_SERVER_SERIES` by name): its up-ness, version, alerts."""
     versions = (
         select(Snapshot.server_id, func.max(Snapshot.version).label("version"))
@@ -97,6 +98,7 @@ def _servers(session: Session) -> list[ServerMetrics]:
             Server.last_success_at,
             Server.consecutive_failures,
             versions.c.version,
+            Server.interval_seconds,
         )
         .outerjoin(versions, versions.c.server_id == Server.id)
         .order_by(Server.name)
@@ -117,6 +119,7 @@ def _servers(session: Session) -> list[ServerMetrics]:
             last_poll_at=last_poll,
             last_success_at=last_success,
             open_alerts={severity: alerts.get(server_id, {}).get(severity, 0) for severity in SEVERITIES},
+            interval_seconds=interval or default_interval,
         )
-        for server_id, name, last_poll, last_success, failures, version in rows
+        for server_id, name, last_poll, last_success, failures, version, interval in rows
     ]

@@ -52,6 +52,23 @@ def alert_diffs(session: Session, alert_ids: Sequence[int]) -> dict[int, tuple[i
     return {int(alert_id): (int(old), int(new)) for alert_id, old, new in rows}
 
 
+def diff_alert_ids(session: Session, server_id: int, old_version: int, new_version: int) -> list[int]:
+    """The alerts that findings between two versions of a server raised or joined, worst first,
+    then newest (the diff page links back to them); at most 20."""
+    low, high = sorted((old_version, new_version))
+    rows = session.execute(
+        select(Alert.id, Alert.severity_rank)
+        .distinct()
+        .join(AlertFinding, AlertFinding.alert_id == Alert.id)
+        .join(FindingRecord, FindingRecord.id == AlertFinding.finding_id)
+        .join(_TO, _TO.id == FindingRecord.to_snapshot_id)
+        .where(Alert.server_id == server_id, _TO.version > low, _TO.version <= high)
+        .order_by(Alert.severity_rank.desc(), Alert.id.desc())
+        .limit(20)
+    ).all()
+    return [int(alert_id) for alert_id, _ in rows]
+
+
 def fleet_alert_counts(session: Session) -> dict[AlertState, dict[str, int]]:
     """Unresolved alerts of the whole fleet by state and severity (for the overview's tiles)."""
     counts: dict[AlertState, dict[str, int]] = {state: {} for state in AlertState.unresolved()}

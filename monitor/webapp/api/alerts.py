@@ -13,6 +13,7 @@ from monitor.core.states import AlertStateFilter
 from monitor.identity.acts import Acting
 from monitor.identity.callers import may_read, may_respond
 from monitor.notify import handling
+from monitor.silences import service as silences
 from monitor.store import queries
 from monitor.store.records import AlertDetail, AlertRecord
 from monitor.webapp.api.schemas import (
@@ -52,6 +53,7 @@ router = APIRouter(
     responses=not_found("server"),
 )
 def list_alerts(
+    web: Web,
     session: ReadSession,
     state: Annotated[
         AlertStateFilter,
@@ -84,7 +86,7 @@ def list_alerts(
         before_rank=before_rank,
         worst_first=True,
     )
-    return Page.of(rows, limit, lambda alert: alert.id)
+    return Page.of(silences.mark_silenced(session, rows, web.now()), limit, lambda alert: alert.id)
 
 
 class AlertNote(BaseModel):
@@ -116,10 +118,13 @@ CONFLICT: dict[int | str, dict[str, Any]] = {
     dependencies=[Depends(may_read)],
     responses=not_found("alert"),
 )
-def get_alert(alert: Annotated[AlertRecord, Depends(alert_or_404)], session: ReadSession) -> AlertDetail:
+def get_alert(
+    web: Web, alert: Annotated[AlertRecord, Depends(alert_or_404)], session: ReadSession
+) -> AlertDetail:
     detail = queries.alert_detail(session, alert.id)
     assert detail is not None  # alert_or_404 found it in this same transaction
-    return detail
+    (marked,) = silences.mark_silenced(session, [detail.alert], web.now())
+    return detail.model_copy(update={"alert": marked})
 
 
 @router.post(

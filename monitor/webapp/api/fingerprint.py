@@ -28,7 +28,7 @@ from monitor.webapp.api.schemas import (
     not_found,
     unprocessable,
 )
-from monitor.webapp.deps import ReadSession, ServerName, server_or_404
+from monitor.webapp.deps import ReadSession, ServerName, find_server_or_404
 
 router = APIRouter(
     prefix="/api/v1",
@@ -90,7 +90,7 @@ def compute_fingerprint(body: FingerprintIn, session: ReadSession) -> Fingerprin
 
 
 def _match(session: Session, name: str, fingerprint: str) -> ServerMatch:
-    server = server_or_404(name, session)
+    server = find_server_or_404(session, name)
     current = queries.current_snapshots(session, [server.id]).get(server.id)
     version = session.scalar(
         select(Snapshot.version)
@@ -122,7 +122,7 @@ class MalformedOut(BaseModel):
     responses=not_found("server or malformed listing"),
 )
 def latest_malformed(name: ServerName, session: ReadSession) -> MalformedOut:
-    server = server_or_404(name, session)
+    server = find_server_or_404(session, name)
     row = session.execute(
         select(PollAttempt.started_at, PollAttempt.error, PollAttempt.raw_payload)
         .where(PollAttempt.server_id == server.id, PollAttempt.raw_payload.is_not(None))

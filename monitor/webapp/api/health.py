@@ -132,7 +132,8 @@ def metrics(request: Request, web: Web, session: ReadSession) -> Response:
     """OpenMetrics when the scraper asks for it (Prometheus does), else the classic text format."""
     now = web.now()
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(DatabaseCollector(queries.read_metrics(session), now))
+    data = queries.read_metrics(session, now, web.config.monitor.poll_interval)
+    registry.register(DatabaseCollector(data, now))
     registry.register(point_of(request).counts)
     registry.register(request.app.state.decision_lane)
     encoder, content_type = choose_encoder(request.headers.get("accept", ""))

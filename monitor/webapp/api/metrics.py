@@ -34,6 +34,12 @@ def server_gauges(servers: Sequence[ServerMetrics]) -> list[Metric]:
         "When a poll of the server last succeeded.",
         labels=["server"],
     )
+    interval = GaugeMetricFamily(
+        "drift_monitor_server_poll_interval_seconds",
+        "How often the server is meant to be polled: with the last poll's timestamp, whether it is "
+        "overdue (no poll for three intervals).",
+        labels=["server"],
+    )
     alerts = GaugeMetricFamily(
         "drift_monitor_server_open_alerts",
         "The server's unresolved (open or acknowledged) alerts by severity.",
@@ -41,6 +47,7 @@ def server_gauges(servers: Sequence[ServerMetrics]) -> list[Metric]:
     )
     for server in servers:
         version.add_metric([server.name], server.version)
+        interval.add_metric([server.name], server.interval_seconds)
         if server.up is not None:
             up.add_metric([server.name], 1.0 if server.up else 0.0)
         if server.last_poll_at is not None:
@@ -49,4 +56,4 @@ def server_gauges(servers: Sequence[ServerMetrics]) -> list[Metric]:
             last_success.add_metric([server.name], server.last_success_at.timestamp())
         for severity, count in server.open_alerts.items():
             alerts.add_metric([server.name, severity], count)
-    return [up, version, last_poll, last_success, alerts]
+    return [up, version, last_poll, last_success, interval, alerts]

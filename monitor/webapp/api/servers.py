@@ -68,6 +68,7 @@ class PollOut(BaseModel):
 
 @router.get("/servers", summary="List servers by name", dependencies=[Depends(may_read)])
 def list_servers(
+    web: Web,
     session: ReadSession,
     limit: Limit = 100,
     before: Annotated[
@@ -81,7 +82,7 @@ def list_servers(
 ) -> Page[ServerRecord, str]:
     if before is not None and not storable(before):
         raise unprocessable(["query", "before"], "not a server name")
-    rows = queries.list_servers(session, limit=limit + 1, after=before)
+    rows = [web.as_of_now(row) for row in queries.list_servers(session, limit=limit + 1, after=before)]
     return Page.of(rows, limit, lambda server: server.name)
 
 

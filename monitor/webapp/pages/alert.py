@@ -6,23 +6,29 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
+from sqlalchemy.orm import Session
 
+from monitor.approvals.api import point_of
 from monitor.core.rules import Severity
 from monitor.identity.acts import Acting
 from monitor.identity.callers import page_read, page_respond
 from monitor.notify import handling
+from monitor.sessions import service as host_sessions
+from monitor.silences import service as silences
 from monitor.store import queries
 from monitor.store.records import AlertDetail, AlertRecord, ChangeRecord
+from monitor.webapp.context import WebContext
 from monitor.webapp.deps import (
     ReadSession,
     Web,
     alert_or_404,
 )
 from monitor.webapp.pages.csrf import CheckedForm
+from monitor.webapp.pages.diffview import ToolDiffView, tool_diff_view
 from monitor.webapp.pages.rendering import redirect_with, render
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(page_read)])
@@ -59,8 +65,7 @@ def timeline(detail: AlertDetail) -> list[Moment]:
         who = f" by {alert.acknowledged_by}" if alert.acknowledged_by else ""
         moments.append(Moment(alert.acknowledged_at, f"acknowledged{who}", alert.ack_note))
     if alert.resolved_at is not None:
-        how = f"resolved by {alert.resolved_by}" if alert.resolved_by else "resolved: the condition cleared"
-        moments.append(Moment(alert.resolved_at, how, alert.resolve_note))
+        moments.append(Moment(alert.resolved_at, f"resolved: {alert.resolution}"))
     return sorted(moments, key=lambda moment: moment.at)
 
 
@@ -90,6 +95,8 @@ def alert_page(
 ) -> HTMLResponse:
     detail = queries.alert_detail(session, alert.id)
     assert detail is not None  # alert_or_404 found it in this same transaction
+    (marked,) = silences.mark_silenced(session, [detail.alert], web.now())
+    detail = detail.model_copy(update={"alert": marked})
     diffs = sorted(
         {(f.from_version, f.to_version) for f in detail.findings if f.from_version and f.to_version}
     )
@@ -103,6 +110,8 @@ def alert_page(
         diffs=diffs,
         view_pairs=_view_pairs(detail.findings),
         timeline=timeline(detail),
+        **at_a_glance(request, web, session, detail.alert, diffs),
+        durations=SILENCE_PRESETS,
     )
 
 
@@ -114,6 +123,45 @@ def _view_pairs(findings: Iterable[ChangeRecord]) -> list[tuple[str, str]]:
         if isinstance(views, list) and len(views) == 2 and all(isinstance(view, str) for view in views):
             pairs.add((views[0], views[1]))
     return sorted(pairs)
+
+
+SILENCE_PRESETS = ("1h", "4h", "1d")
+"""The alert page's one-click silences: an hour, a shift, a day."""
+TOOLS_SHOWN = 10
+"""Changed tools shown inline on a session alert's page (what the session missed); the diff has all."""
+
+
+def at_a_glance(
+    request: Request, web: WebContext, session: Session, alert: AlertRecord, diffs: list[tuple[int, int]]
+) -> dict[str, Any]:
+    """What the alert's page answers without a click: the change before/after (the newest diff of a
+    tool alert, or what a stale session missed), what hosts are told about each affected tool now,
+    and the sessions that still hold an older listing than the current one."""
+    span = diffs[-1] if diffs else None
+    if alert.session_id is not None:
+        span = queries.session_diffs(session, [(alert.server, alert.session_id)]).get(
+            (alert.server, alert.session_id)
+        )
+    server_id = queries.server_id(session, alert.server)
+    changes: list[ToolDiffView] = []
+    if span is not None and server_id is not None:
+        found = queries.diff_versions(session, server_id, *span)
+        tools = found.tools if found is not None else []
+        changes = [tool_diff_view(t) for t in tools if alert.tool is None or t.name == alert.tool][
+            :TOOLS_SHOWN
+        ]
+    current = point_of(request).current(alert.server, session)
+    names = {alert.tool} if alert.tool is not None else {c.change.name for c in changes}
+    verdicts = {name: v for name, v in (current[1] if current else {}).items() if name in names}
+    behind = [
+        s
+        for s in host_sessions.list_sessions(
+            session, stale_only=False, now=web.now(), grace=web.session_grace
+        )
+        if s.server == alert.server and s.current_fingerprint and s.fingerprint != s.current_fingerprint
+    ]
+    server = queries.find_server(session, alert.server)
+    return {"span": span, "changes": changes, "verdicts": verdicts, "behind": behind, "server": server}
 
 
 @router.post("/alerts/{alert_id}/resolve", response_class=HTMLResponse)

@@ -13,6 +13,7 @@ from monitor.core.states import AlertStateFilter
 from monitor.identity.acts import Acting
 from monitor.identity.callers import page_read, page_respond
 from monitor.notify import handling
+from monitor.silences import service as silences
 from monitor.store import queries
 from monitor.store.records import AlertRecord
 from monitor.webapp.api.schemas import INT32_MAX
@@ -76,7 +77,7 @@ def alerts_page(
         before_rank=cursor[0] if cursor else None,
     )
     more = len(rows) > ALERTS_PER_PAGE
-    rows = rows[:ALERTS_PER_PAGE]
+    rows = silences.mark_silenced(session, rows[:ALERTS_PER_PAGE], web.now())
     filters = {
         "state": state,
         **({"severity": exact.value} if exact else {}),

@@ -38,7 +38,7 @@ def overview(
     if status and status not in tuple(ServerStatus):
         raise HTTPException(422, f"status: expected one of {', '.join(ServerStatus)}")
     number = number_param(page, "page") or 1
-    fleet = queries.list_servers(session)
+    fleet = [web.as_of_now(server) for server in queries.list_servers(session)]
     changes = queries.list_changes(session, min_severity=severity, limit=50)
     alerts = queries.fleet_alert_counts(session)
     servers = [

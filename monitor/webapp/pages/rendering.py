@@ -108,7 +108,7 @@ def severity_badge(value: str | None) -> Markup:
 
 
 def status_badge(value: str) -> Markup:
-    kind = {"ok": "ok", "failing": "failing"}.get(value, "none")
+    kind = {"ok": "ok", "failing": "failing", "overdue": "failing"}.get(value, "none")
     return Markup('<span class="status status-{}">{}</span>').format(kind, value)
 
 

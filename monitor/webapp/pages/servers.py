@@ -16,6 +16,7 @@ from monitor.core.states import AlertState
 from monitor.core.text import make_visible
 from monitor.identity.callers import caller_of, page_read
 from monitor.identity.roles import Permission
+from monitor.silences import service as silences
 from monitor.store import queries
 from monitor.store.models import Server
 from monitor.store.queries.views import diff_views
@@ -37,7 +38,7 @@ VERSIONS_PER_PAGE = 50
 
 @router.get("/servers/{name}", response_class=HTMLResponse)
 def server_page(
-    request: Request, server: TheServer, session: ReadSession, before: str | None = None
+    request: Request, web: Web, server: TheServer, session: ReadSession, before: str | None = None
 ) -> HTMLResponse:
     cursor = number_param(before, "before")
     versions = queries.list_snapshots(session, server.id, limit=VERSIONS_PER_PAGE + 1, before=cursor)
@@ -63,7 +64,8 @@ def server_page(
         summaries={sid: (count, SEVERITIES[::-1][rank]) for sid, (count, rank) in summaries.items()},
         older=versions[-1].version if more else None,
         tools=[(tool, hint_badges(tool), fingerprints.get(str(tool.get("name")))) for tool in tools],
-        alerts=alerts,
+        alerts=silences.mark_silenced(session, alerts, web.now()),
+        poll_interval=web.config.monitor.poll_interval,
         attempts=attempts,
         **server_approvals(request, session, server),
         views=views if len(views) > 1 else [],
@@ -93,6 +95,11 @@ def diff_page(request: Request, web: Web, server: TheServer, session: ReadSessio
         choices=queries.list_snapshots(session, server.id, limit=500),
         can_approve=caller_of(request).may(Permission.APPROVE),
         resolvable=resolvable_alerts(session, server, new_version, None),
+        raised=[
+            alert
+            for alert_id in queries.diff_alert_ids(session, server.id, old_version, new_version)
+            if (alert := queries.find_alert(session, alert_id)) is not None
+        ],
     )
 
 
