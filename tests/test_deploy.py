@@ -708,4 +708,3 @@ def test_systemd_security_exposure_is_low(systemd_root: Path) -> None:
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr
         exposure = re.search(rf"Overall exposure level for {re.escape(name)}: (\d+\.\d+) OK", result.stdout)
         assert exposure and float(exposure.group(1)) <= 2.0, result.stdout[-300:]
-
