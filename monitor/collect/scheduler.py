@@ -134,7 +134,9 @@ class Scheduler:
         self._tick_lock = asyncio.Lock()
         self._ticks: set[asyncio.Task[None]] = set()
         self._backlog = False
-        """The last claim took all it could: more servers may be due as soon as polls finish."""
+        """The last tick took all it could, or found a lane full: more servers may be due as soon as
+        polls finish. (A tick that found a lane full used to clear it, and then only the next clock
+        tick claimed: that, not the database, capped one instance near 60 polls a second.)"""
         self._refill: asyncio.Task[None] | None = None
         self._stopping = False
         self._postgres = store.engine.dialect.name == "postgresql"
@@ -192,7 +194,9 @@ class Scheduler:
                 (Lane.HEAVY, monitor.heavy_poll_concurrency),
             ):
                 capacity = budget - sum(1 for taken in self.lanes.values() if taken is lane)
-                if capacity > 0 and (heavy or lane is not Lane.HEAVY):
+                if capacity <= 0:  # full: more may be due, so its next free slot is claimed at once
+                    self._backlog = True
+                elif heavy or lane is not Lane.HEAVY:
                     ids = await asyncio.to_thread(
                         self.claim, datetime.now(UTC), capacity, lane=lane, heavy=heavy
                     )

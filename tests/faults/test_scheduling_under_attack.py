@@ -202,3 +202,46 @@ def test_slow_and_oversized_servers_are_claimed_only_in_their_own_lane(store: St
             assert sorted(scheduler.claim(later, 10, lane=Lane.HEAVY, heavy=heavy)) == sorted(heavy)
         finally:
             poller.close()
+
+
+def test_a_tick_that_finds_the_lane_full_keeps_refilling_it(store: Store, tmp_path: Path) -> None:
+    """When a poll ends and more servers are due, its slot is claimed again at once, not at the next
+    clock tick; a tick that found the lane full must not stop that (it did: one instance then polled
+    only what each second's tick claimed, near 60 polls a second whatever the concurrency). The
+    clock never ticks here (an hour apart): only refills can claim past the first two servers."""
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps([tool("lookup", read_only=True)]), encoding="utf-8")
+    with http_server("fastmcp_server.py", str(tools_file)) as url:
+        servers = [ServerConfig(name=f"s{i}", transport="http", url=url) for i in range(8)]
+        config = Config(
+            monitor=MonitorSettings(poll_interval=3600, poll_timeout=30, poll_concurrency=2),
+            servers=servers,
+            source="test",
+        )
+        poller = Poller(store, config)
+        try:
+            scheduler = Scheduler(store, poller, config, "a", tick_seconds=3600)
+            store.hooks.append(LeaseRelease("a"))
+            now = datetime.now(UTC)
+            scheduler.register(now)
+            outcomes = asyncio.run(poller.poll(poller.jobs([server.name for server in servers])))
+            assert all(outcome.ok for outcome in outcomes)  # all answering: one lane of two slots
+            with store.sessions.begin() as session:
+                for row in session.scalars(select(Server)):
+                    row.next_poll_at = now
+
+            def claimed() -> bool:
+                with store.sessions() as session:
+                    due = session.scalars(select(Server.next_poll_at)).all()
+                return all(at is not None and at > now + timedelta(minutes=30) for at in due)
+
+            async def two_ticks() -> None:
+                await scheduler.tick()  # claims two: the lane is full
+                await scheduler.tick()  # finds it full
+
+            with running(scheduler):
+                assert scheduler.loop is not None
+                asyncio.run_coroutine_threadsafe(two_ticks(), scheduler.loop).result(WAIT)
+                wait_until("every server claimed as slots came free", claimed)
+        finally:
+            poller.close()
