@@ -45,6 +45,7 @@ from typing import Any
 
 import common
 import httpx2
+from bench_hook_burst import code_at
 
 PER_FLEET_PROCESS = 2500
 TOOLS = 50
@@ -260,12 +261,15 @@ async def monitor_contender(
     with store.sessions() as session:
         slots = {sid: at for sid, at in session.execute(select(Server.id, Server.next_poll_at)) if at}
     writer = poller.writer.submit(threading.get_native_id).result()
+    stages = Stages(scheduler, poller)
     cpu0 = thread_cpu()
     clock0 = time.monotonic()
     with RssSampler(RSS_EVERY) as rss, long_running_heap():  # as `serve` runs its scheduler
         scheduler.start()
+        sampler = asyncio.create_task(stages.sample(scheduler))
         await asyncio.sleep(duration - (time.monotonic() - clock0))
         cpu1 = thread_cpu()
+        sampler.cancel()
         await scheduler.stop()
     poller.close()
     loop_cpu = cpu1.get(os.getpid(), 0.0) - cpu0.get(os.getpid(), 0.0)
@@ -286,7 +290,80 @@ async def monitor_contender(
         "drift-monitor", len(urls), interval, slots, starts, began, duration, loop_cpu, store_cpu, rss, failed
     )
     result["writer_ms"] = 1000 * writer_cpu / max(result["polls"], 1)
+    result["stages"] = stages.summary(duration)
     return result
+
+
+class Stages:
+    """Wall time per stage of the monitor's polls (issue 28: where polls wait, not what they burn):
+    each claim (a transaction on a worker thread, one at a time under the scheduler's tick lock),
+    each fetch (connect, handshake, `tools/list`, DELETE), and what follows it until `poll_one`
+    returns (indexing, then waiting for the group commit); and the polls in flight, sampled."""
+
+    def __init__(self, scheduler: Any, poller: Any) -> None:
+        self.claims: list[tuple[float, int]] = []
+        self.fetches: list[float] = []
+        self.polls: list[float] = []
+        self.in_flight: list[int] = []
+        self.ticks: list[float] = []
+        claim, fetch, poll_one, tick = scheduler.claim, poller._fetch, poller.poll_one, scheduler.tick
+
+        async def timed_tick() -> None:
+            started = time.perf_counter()
+            try:
+                await tick()
+            finally:
+                self.ticks.append(time.perf_counter() - started)
+
+        def timed_claim(*args: Any, **kwargs: Any) -> list[int]:
+            started = time.perf_counter()
+            ids: list[int] = claim(*args, **kwargs)
+            self.claims.append((time.perf_counter() - started, len(ids)))
+            return ids
+
+        async def timed_fetch(job: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await fetch(job)
+            finally:
+                self.fetches.append(time.perf_counter() - started)
+
+        async def timed_poll(job: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await poll_one(job)
+            finally:
+                self.polls.append(time.perf_counter() - started)
+
+        scheduler.claim, poller._fetch, poller.poll_one = timed_claim, timed_fetch, timed_poll
+        scheduler.tick = timed_tick
+
+    async def sample(self, scheduler: Any) -> None:
+        while True:
+            self.in_flight.append(len(scheduler.in_flight))
+            await asyncio.sleep(0.25)
+
+    def summary(self, duration: float) -> dict[str, float]:
+        q = common.quantile
+        walls = [wall for wall, _ in self.claims]
+        after = [max(0.0, p - f) for p, f in zip(self.polls, self.fetches, strict=False)]
+        return {
+            "in_flight_mean": sum(self.in_flight) / max(1, len(self.in_flight)),
+            "claims_per_s": len(self.claims) / duration,
+            "claimed_per_claim": sum(n for _, n in self.claims) / max(1, len(self.claims)),
+            "claim_ms_p50": 1000 * q(walls, 0.5),
+            "claim_ms_p99": 1000 * q(walls, 0.99),
+            "claim_busy": sum(walls) / duration,
+            "ticks_per_s": len(self.ticks) / duration,
+            "tick_ms_p50": 1000 * q(self.ticks, 0.5),
+            "tick_ms_p99": 1000 * q(self.ticks, 0.99),
+            "tick_busy": sum(self.ticks) / duration,
+            "fetch_ms_p50": 1000 * q(self.fetches, 0.5),
+            "fetch_ms_p99": 1000 * q(self.fetches, 0.99),
+            "record_ms_p50": 1000 * q(after, 0.5),
+            "record_ms_p99": 1000 * q(after, 0.99),
+            "poll_ms_p50": 1000 * q(self.polls, 0.5),
+        }
 
 
 RSS_EVERY = 10.0
@@ -372,12 +449,16 @@ def raw_fleet(servers: int) -> Iterator[tuple[list[str], list[int]]]:
             process.wait(timeout=30)
 
 
-def contend(name: str, urls_file: Path, args: argparse.Namespace, fleet_pids: list[int]) -> dict[str, Any]:
+def contend(
+    name: str, urls_file: Path, args: argparse.Namespace, fleet_pids: list[int], tree: str | None = None
+) -> dict[str, Any]:
+    """One contender in a process of its own; "before" is the monitor from `tree` (`--before`)."""
     argv = [
         sys.executable,
         __file__,
+        *(["--tree", tree] if tree else []),
         "--contender",
-        name,
+        "monitor" if name == "before" else name,
         "--urls-file",
         str(urls_file),
         "--interval",
@@ -396,6 +477,8 @@ def contend(name: str, urls_file: Path, args: argparse.Namespace, fleet_pids: li
     if result.returncode != 0:
         raise RuntimeError(f"{name} failed:\n{result.stderr[-3000:]}")
     figures: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    if name == "before":
+        figures["name"] = "monitor before"
     figures["fleet_cpu_ms"] = (
         1000 * (sum(common.cpu_seconds(pid) for pid in fleet_pids) - fleet_before) / max(figures["polls"], 1)
     )
@@ -422,10 +505,16 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
     parser.add_argument("--contenders", default="raw,monitor", help="which to run, in order")
     parser.add_argument("--contender", choices=["raw", "monitor"], help=argparse.SUPPRESS)
     parser.add_argument("--urls-file", type=Path)
+    parser.add_argument("--before", help="also the monitor of this git revision, first, in the same run")
+    parser.add_argument("--tree", help=argparse.SUPPRESS)
     args = parser.parse_args(argv if argv is not None else [])
     global RSS_EVERY
     RSS_EVERY = args.rss_every
     if args.contender:
+        if args.tree:  # the code before: its monitor first on the path
+            sys.path.insert(0, args.tree)
+            for module in [m for m in sys.modules if m == "monitor" or m.startswith("monitor.")]:
+                del sys.modules[module]
         urls = args.urls_file.read_text().split()
         if args.contender == "raw":
             figures = asyncio.run(raw_contender(urls, args.interval, args.duration, args.concurrency))
@@ -452,11 +541,21 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
         with raw_fleet(size) as (urls, pids), tempfile.TemporaryDirectory(prefix="bench-throughput-") as tmp:
             urls_file = Path(tmp) / "urls"
             urls_file.write_text("\n".join(urls))
-            figures = {name: contend(name, urls_file, args, pids) for name in args.contenders.split(",")}
+            with contextlib.ExitStack() as stack:
+                tree = stack.enter_context(code_at(args.before)) if args.before else None
+                names = args.contenders.split(",")
+                if tree:
+                    names.insert(names.index("monitor") if "monitor" in names else len(names), "before")
+                figures = {name: contend(name, urls_file, args, pids, tree) for name in names}
         lines += [row(f, args.interval) for f in figures.values()]
         if set(figures) != {"raw", "monitor"}:
             lines += [
                 f"  {f['name']} RSS (MB, every {args.rss_every:g} s): {f['rss_samples']}"
+                + (
+                    f"; where its polls waited (wall time): {json.dumps(f['stages'])}"
+                    if "stages" in f
+                    else ""
+                )
                 for f in figures.values()
             ]
             print("\n".join([header, *lines]), flush=True)
@@ -469,6 +568,7 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
             f"database {ours['db_mb']:.1f} MB; RSS (MB, every {args.rss_every:g} s): {ours['rss_samples']}"
         )
         print("\n".join([header, *lines]), flush=True)
+        print("  where the monitor's polls waited (wall time):", json.dumps(ours["stages"]))
         print()
         rows.append(
             (

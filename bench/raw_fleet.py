@@ -1,6 +1,6 @@
 """A cheap fleet for load: raw JSON-RPC over Streamable HTTP, many servers per process.
 
-    python bench/raw_fleet.py [--servers 1000] [--tools 50] [--first 0]
+    python bench/raw_fleet.py [--servers 1000] [--tools 50] [--first 0] [--delay 0] [--huge-tools 0]
 
 Each server listens on its own 127.0.0.1 port (distinct origins, as a real fleet has) and answers
 what a poll sends, from prebuilt bytes: `initialize` (with an `Mcp-Session-Id`, so clients end
@@ -13,7 +13,9 @@ It is not an MCP implementation (the SDK servers in tests/ and fleet_server.py a
 the fleet costs little CPU per poll and the monitor, not the fleet, is what a scale benchmark
 measures. Listings come in 50 variants (by server number modulo 50) to keep its memory small;
 `--first` numbers the servers of a fleet split over several processes. Prints `READY <url> ...`
-once every socket listens, and exits when its stdin closes.
+once every socket listens, and exits when its stdin closes. For hostile load (`bench_fairness.py`),
+`--delay` answers every `tools/list` that many seconds late, and `--huge-tools N` gives every server
+one listing of N tools (20,000: about 20 MB) instead.
 """
 
 from __future__ import annotations
@@ -46,9 +48,10 @@ def _response(status: str, body: bytes = b"", extra: str = "") -> bytes:
 class Server:
     """One fleet server's prebuilt answers."""
 
-    def __init__(self, number: int, tools_json: bytes) -> None:
+    def __init__(self, number: int, tools_json: bytes, delay: float = 0.0) -> None:
         self.info = json.dumps({"name": f"raw-{number:05d}", "version": "1.4.2"}).encode()
         self.tools_json = tools_json
+        self.delay = delay
 
     def answer(self, method: str, body: bytes) -> bytes:
         if method == "DELETE":
@@ -112,6 +115,9 @@ class Connection(asyncio.Protocol):
             self.buffer = self.buffer[end + 4 + length :]
             assert self.transport is not None
             answer = self.server.answer(head[0].split(" ", 1)[0], body)
+            if self.server.delay and b'"method":"tools/list"' in body.replace(b" ", b""):
+                asyncio.get_running_loop().call_later(self.server.delay, self.transport.write, answer)
+                continue
             self.transport.write(answer)
             if b"connection: close" in answer[:200]:
                 self.transport.close()
@@ -124,14 +130,21 @@ def listings(tools: int) -> list[list[dict[str, Any]]]:
     return [[make_tool(rng, v, i) for i in range(tools)] for v in range(VARIANTS)]
 
 
-async def serve(count: int, tools: int, first: int) -> None:
+async def serve(count: int, tools: int, first: int, delay: float = 0.0, huge_tools: int = 0) -> None:
     loop = asyncio.get_running_loop()
-    variants = [json.dumps({"tools": listing}, separators=(",", ":")).encode() for listing in listings(tools)]
+    if huge_tools:
+        rng = random.Random(2)
+        huge = [make_tool(rng, 0, i) for i in range(huge_tools)]
+        variants = [json.dumps({"tools": huge}, separators=(",", ":")).encode()] * VARIANTS
+    else:
+        variants = [
+            json.dumps({"tools": listing}, separators=(",", ":")).encode() for listing in listings(tools)
+        ]
     urls: list[str] = []
     for number in range(first, first + count):
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind((HOST, 0))
-        server = Server(number, variants[number % VARIANTS])
+        server = Server(number, variants[number % VARIANTS], delay)
         await loop.create_server(lambda server=server: Connection(server), sock=sock, backlog=64)  # type: ignore[misc]
         urls.append(f"http://{HOST}:{sock.getsockname()[1]}{PATH}")
     print("READY " + " ".join(urls), flush=True)
@@ -148,9 +161,11 @@ def main() -> None:
     parser.add_argument("--servers", type=int, default=1000)
     parser.add_argument("--tools", type=int, default=50)
     parser.add_argument("--first", type=int, default=0)
+    parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--huge-tools", type=int, default=0)
     args = parser.parse_args()
     threading.Thread(target=_exit_when_stdin_closes, daemon=True).start()
-    asyncio.run(serve(args.servers, args.tools, args.first))
+    asyncio.run(serve(args.servers, args.tools, args.first, args.delay, args.huge_tools))
 
 
 if __name__ == "__main__":

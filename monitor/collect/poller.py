@@ -166,6 +166,7 @@ class Poller:
                 job, PollErrorKind.STORAGE, refusal_message(exc, job.target), started, clock
             )
         outcome.view_errors = view_errors
+        outcome.listing_bytes = fetched.listing_bytes
         return outcome
 
     async def _record_success(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import os
 import random
@@ -18,6 +19,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -29,6 +31,7 @@ from monitor.collect.client.clients import HttpClients
 from monitor.collect.poller import Job, Poller
 from monitor.collect.targets import api_target, limits_for, resolve_targets
 from monitor.config import Config, ServerConfig
+from monitor.core.states import PollErrorKind
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Server
 from monitor.store.polled import RecordedPoll
@@ -44,6 +47,17 @@ KEEPALIVE_MARGIN = 30.0
 
 def instance_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Lane(enum.Enum):
+    """A claimed server's lane: each has its own budget of concurrent polls (`Scheduler.tick`)."""
+
+    ANSWERING = "answering"
+    """The last poll succeeded, quickly and small."""
+    SUSPECT = "suspect"
+    """Never polled, or the last poll failed."""
+    HEAVY = "heavy"
+    """This process's last poll of it was slow or big, or refused as too big (`Scheduler._weigh`)."""
 
 
 class LeaseRelease:
@@ -77,8 +91,10 @@ class Scheduler:
         self.tick_seconds = tick_seconds
         self.clock = AsyncIOScheduler(timezone=UTC)
         self.in_flight: dict[int, asyncio.Task[PollOutcome | None]] = {}
-        self.lanes: dict[int, bool] = {}
-        """Each claimed server's lane until its poll ends: True for servers whose last poll succeeded."""
+        self.lanes: dict[int, Lane] = {}
+        """Each claimed server's lane until its poll ends."""
+        self.heavy: set[int] = set()
+        """Servers whose last poll by this process was slow or big (`Lane.HEAVY`)."""
         self.targets: dict[int, Target] = {}
         self._configs = {server.name: server for server in config.servers}
         """Each config server by name: a poll's limits are looked up per poll, not by a scan of the fleet."""
@@ -86,7 +102,9 @@ class Scheduler:
         self._tick_lock = asyncio.Lock()
         self._ticks: set[asyncio.Task[None]] = set()
         self._backlog = False
-        """The last claim took all it could: more servers may be due as soon as polls finish."""
+        """The last tick took all it could, or found a lane full: more servers may be due as soon as
+        polls finish. (A tick that found a lane full used to clear it, and then only the next clock
+        tick claimed: that, not the database, capped one instance near 60 polls a second.)"""
         self._refill: asyncio.Task[None] | None = None
         self._stopping = False
         self._postgres = store.engine.dialect.name == "postgresql"
@@ -125,9 +143,11 @@ class Scheduler:
     async def tick(self) -> None:
         """Claim due servers up to each lane's free budget and start their polls.
 
-        Two lanes with budgets of their own: servers whose last poll succeeded (`poll_concurrency`),
-        and servers not known to answer, never polled or failing (`suspect_poll_concurrency`). So
-        hundreds of servers that hang until their timeout cannot take the slots of those that answer.
+        Three lanes with budgets of their own (`Lane`): servers whose last poll succeeded
+        (`poll_concurrency`), servers not known to answer, never polled or failing
+        (`suspect_poll_concurrency`), and servers whose last poll here was slow or big
+        (`heavy_poll_concurrency`). So hundreds of servers that hang until their timeout, answer
+        slowly, or answer with huge listings cannot take the slots of those that answer quickly.
         """
         claimed: list[int] = []
         async with self._tick_lock:  # the clock's ticks and notification ticks take turns
@@ -135,16 +155,20 @@ class Scheduler:
                 return
             monitor = self.config.monitor
             self._backlog = False
-            for answering, budget in (
-                (True, monitor.poll_concurrency),
-                (False, monitor.suspect_poll_concurrency),
+            heavy = frozenset(self.heavy)
+            for lane, budget in (
+                (Lane.ANSWERING, monitor.poll_concurrency),
+                (Lane.SUSPECT, monitor.suspect_poll_concurrency),
+                (Lane.HEAVY, monitor.heavy_poll_concurrency),
             ):
-                capacity = budget - sum(1 for lane in self.lanes.values() if lane is answering)
-                if capacity > 0:
+                capacity = budget - sum(1 for taken in self.lanes.values() if taken is lane)
+                if capacity <= 0:  # full: more may be due, so its next free slot is claimed at once
+                    self._backlog = True
+                elif heavy or lane is not Lane.HEAVY:
                     ids = await asyncio.to_thread(
-                        self.claim, datetime.now(UTC), capacity, answering=answering
+                        self.claim, datetime.now(UTC), capacity, lane=lane, heavy=heavy
                     )
-                    self.lanes.update(dict.fromkeys(ids, answering))
+                    self.lanes.update(dict.fromkeys(ids, lane))
                     self._backlog = self._backlog or len(ids) == capacity
                     claimed += ids
         for server_id in claimed:
@@ -160,8 +184,11 @@ class Scheduler:
         return self._configs.get(name)
 
     async def _run(self, job: Job) -> PollOutcome | None:
+        started = time.monotonic()
         try:
-            return await self.poller.poll_one(job)
+            outcome = await self.poller.poll_one(job)
+            self._weigh(job.server_id, outcome, time.monotonic() - started)
+            return outcome
         except Exception:
             log.exception("poll of %s failed unexpectedly", job.target.name)
             return None
@@ -173,11 +200,28 @@ class Scheduler:
                 # would otherwise cap the rate at `poll_concurrency` polls a second.
                 self._refill = asyncio.get_running_loop().create_task(self.tick())
 
-    def claim(self, now: datetime, limit: int, *, answering: bool | None = None) -> list[int]:
+    def _weigh(self, server_id: int, outcome: PollOutcome, seconds: float) -> None:
+        """Put a server in the heavy lane when its poll was slow or big, and out when it was neither."""
+        monitor = self.config.monitor
+        heavy = (
+            seconds > monitor.heavy_poll_seconds
+            or outcome.listing_bytes > monitor.heavy_listing_bytes
+            or outcome.error_kind == PollErrorKind.LIMIT
+        )
+        if heavy:
+            self.heavy.add(server_id)
+        else:
+            self.heavy.discard(server_id)
+
+    def claim(
+        self, now: datetime, limit: int, *, lane: Lane | None = None, heavy: Collection[int] = ()
+    ) -> list[int]:
         """Take leases on up to `limit` due servers and move each one's next poll an interval on.
 
-        `answering`: only servers whose last poll succeeded (True), only the others (False), or any.
+        `lane`: only that lane's servers (`heavy` are the servers of `Lane.HEAVY`, whatever their
+        last poll did; the other two lanes leave them out), or any due server.
         """
+        answering = None if lane is None or lane is Lane.HEAVY else lane is Lane.ANSWERING
         default = self.config.monitor.poll_interval
         with self.store.sessions.begin() as session:
             query = (
@@ -192,6 +236,10 @@ class Scheduler:
             proven = and_(Server.consecutive_failures == 0, Server.last_success_at.is_not(None))
             if answering is not None:
                 query = query.where(proven if answering else not_(proven))
+            if lane is Lane.HEAVY:
+                query = query.where(Server.id.in_(sorted(heavy)))
+            elif lane is not None and heavy:
+                query = query.where(Server.id.not_in(sorted(heavy)))
             if self._postgres:
                 query = query.with_for_update(skip_locked=True)
             servers = session.scalars(query).all()

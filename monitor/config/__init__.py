@@ -142,6 +142,12 @@ class MonitorSettings(BaseSettings):
     suspect_poll_concurrency: int = Field(default=32, ge=1, le=1024)
     """Concurrent polls of servers not known to answer (never polled, or failing), a budget apart from
     `poll_concurrency`: servers that hang until their timeout cannot delay the ones that answer."""
+    heavy_poll_concurrency: int = Field(default=4, ge=1, le=1024)
+    """Concurrent polls of servers whose last poll here was slow (over `heavy_poll_seconds`) or big (a
+    listing over `heavy_listing_bytes`, or refused as over `max_listing_bytes`): a third budget, so
+    slow or huge answers cannot take the slots, or the loop's time, of servers that answer quickly."""
+    heavy_poll_seconds: Duration = Field(default=4.0, gt=0)
+    heavy_listing_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     list_changed_min_gap: Duration = 5.0
     """Shortest time between two polls of one server that list-changed notifications cause: a storm
     of notifications is one pending re-poll, taken at most this often."""

@@ -88,6 +88,8 @@ class PollOutcome:
     error: str | None = None
     view_errors: dict[str, str] = field(default_factory=dict)
     """Client views (by name) whose poll failed; the primary view's result stands."""
+    listing_bytes: int = 0
+    """The listing's compact-JSON size, as `Limits.max_bytes` counts it (0 when the poll failed)."""
 
     @property
     def worst(self) -> Severity | None:

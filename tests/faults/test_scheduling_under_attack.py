@@ -22,7 +22,7 @@ from sqlalchemy import event, select
 from support import WAIT, faulty_http, http_server, tool, wait_until
 
 from monitor.collect.poller import Poller
-from monitor.collect.scheduler import LeaseRelease, Scheduler
+from monitor.collect.scheduler import Lane, LeaseRelease, Scheduler
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.store import Store
 from monitor.store.models import Server, Snapshot
@@ -150,7 +150,98 @@ def test_servers_that_never_answer_do_not_starve_one_that_does(store: Store, tmp
                     "hanging polls holding every slot of their lane", lambda: len(scheduler.lanes) >= 2
                 )
                 wait_until("six polls of the healthy server", lambda: healthy_polls() >= 6)
-                hung = [i for i, lane in scheduler.lanes.items() if lane is False]
+                hung = [i for i, lane in scheduler.lanes.items() if lane is Lane.SUSPECT]
                 assert len(hung) == 2, "the hanging servers filled their own lane, and only theirs"
+        finally:
+            poller.close()
+
+
+@pytest.mark.slow
+def test_slow_and_oversized_servers_are_claimed_only_in_their_own_lane(store: Store, tmp_path: Path) -> None:
+    """A server whose poll outlasted `heavy_poll_seconds` (a body trickling until the timeout) and one
+    whose listing was refused as too big go to the heavy lane after that poll: the lanes of servers
+    that answer quickly, and of servers not known to answer, no longer claim them."""
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps([tool("lookup", read_only=True)]), encoding="utf-8")
+    with faulty_http() as (base, _), http_server("fastmcp_server.py", str(tools_file)) as healthy_url:
+        servers = [
+            ServerConfig(name="healthy", transport="http", url=healthy_url),
+            ServerConfig(name="huge", transport="http", url=f"{base}/huge/mcp"),
+            ServerConfig(name="slow", transport="http", url=f"{base}/trickle/mcp"),
+        ]
+        config = Config(
+            monitor=MonitorSettings(poll_interval=3600, poll_timeout=3, heavy_poll_seconds=2.5),
+            servers=servers,
+            source="test",
+        )
+        poller = Poller(store, config)
+        try:
+            scheduler = Scheduler(store, poller, config, "a", tick_seconds=0.2)
+            store.hooks.append(LeaseRelease("a"))
+            now = datetime.now(UTC)
+            scheduler.register(now)
+            ids = {target.name: server_id for server_id, target in scheduler.targets.items()}
+            with store.sessions.begin() as session:  # all due now, not spread over the hour
+                for row in session.scalars(select(Server)):
+                    row.next_poll_at = now
+
+            def polled() -> bool:
+                with store.sessions() as session:
+                    return (
+                        all(row.last_poll_at is not None for row in session.scalars(select(Server)))
+                        and not scheduler.in_flight
+                    )
+
+            with running(scheduler):
+                wait_until("every server polled once", polled)
+            assert scheduler.heavy == {ids["huge"], ids["slow"]}
+
+            later, heavy = now + timedelta(hours=2), frozenset(scheduler.heavy)
+            assert scheduler.claim(later, 10, lane=Lane.SUSPECT, heavy=heavy) == []
+            assert scheduler.claim(later, 10, lane=Lane.ANSWERING, heavy=heavy) == [ids["healthy"]]
+            assert sorted(scheduler.claim(later, 10, lane=Lane.HEAVY, heavy=heavy)) == sorted(heavy)
+        finally:
+            poller.close()
+
+
+def test_a_tick_that_finds_the_lane_full_keeps_refilling_it(store: Store, tmp_path: Path) -> None:
+    """When a poll ends and more servers are due, its slot is claimed again at once, not at the next
+    clock tick; a tick that found the lane full must not stop that (it did: one instance then polled
+    only what each second's tick claimed, near 60 polls a second whatever the concurrency). The
+    clock never ticks here (an hour apart): only refills can claim past the first two servers."""
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps([tool("lookup", read_only=True)]), encoding="utf-8")
+    with http_server("fastmcp_server.py", str(tools_file)) as url:
+        servers = [ServerConfig(name=f"s{i}", transport="http", url=url) for i in range(8)]
+        config = Config(
+            monitor=MonitorSettings(poll_interval=3600, poll_timeout=30, poll_concurrency=2),
+            servers=servers,
+            source="test",
+        )
+        poller = Poller(store, config)
+        try:
+            scheduler = Scheduler(store, poller, config, "a", tick_seconds=3600)
+            store.hooks.append(LeaseRelease("a"))
+            now = datetime.now(UTC)
+            scheduler.register(now)
+            outcomes = asyncio.run(poller.poll(poller.jobs([server.name for server in servers])))
+            assert all(outcome.ok for outcome in outcomes)  # all answering: one lane of two slots
+            with store.sessions.begin() as session:
+                for row in session.scalars(select(Server)):
+                    row.next_poll_at = now
+
+            def claimed() -> bool:
+                with store.sessions() as session:
+                    due = session.scalars(select(Server.next_poll_at)).all()
+                return all(at is not None and at > now + timedelta(minutes=30) for at in due)
+
+            async def two_ticks() -> None:
+                await scheduler.tick()  # claims two: the lane is full
+                await scheduler.tick()  # finds it full
+
+            with running(scheduler):
+                assert scheduler.loop is not None
+                asyncio.run_coroutine_threadsafe(two_ticks(), scheduler.loop).result(WAIT)
+                wait_until("every server claimed as slots came free", claimed)
         finally:
             poller.close()

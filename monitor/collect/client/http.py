@@ -227,8 +227,10 @@ class CappedBody(httpx2.AsyncByteStream):
     The SDK reads a JSON answer with `response.aread()` and only then could `Limits.max_bytes` be
     checked; twice that leaves room for whitespace, since the limit counts compact JSON. With
     `refuse_results_over`, the body is held until it ends and an answer longer than the limit is
-    measured here, with the standard library's parser, before the SDK sees it: the SDK's validating
-    parse of a 20 MB answer costs about ten times its size in memory, only for it to be refused.
+    measured here, with the standard library's parser, on a worker thread (the parse and the
+    re-encoding that measures it take seconds of a 20 MB answer: on the event loop they stalled
+    every other poll and request), before the SDK sees it: the SDK's validating parse of a 20 MB
+    answer costs about ten times its size in memory, only for it to be refused.
     """
 
     def __init__(
@@ -271,7 +273,7 @@ class CappedBody(httpx2.AsyncByteStream):
         if self._limit is not None and size > self._limit:
             whole = b"".join(held)
             held.clear()
-            over = result_size(whole)
+            over = await asyncio.to_thread(result_size, whole)  # seconds for a 20 MB answer: off the loop
             if over is not None and over > self._limit:
                 self._on_result_over(over)
                 raise BodyTooLarge(f"answer's result exceeds {self._limit} bytes")
