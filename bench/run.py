@@ -14,6 +14,7 @@ BENCHMARKS = [
     "bench_triage",
     "bench_serve",
     "bench_scale",
+    "bench_fleet",
     "bench_latency",
     "bench_decisions",
     "bench_hook_burst",

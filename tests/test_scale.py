@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import create_engine
 from support import (
     Process,
     Receiver,
@@ -32,10 +32,18 @@ from support import (
     wait_until,
     webhook_secret,
 )
-from support.claims import Claim, claim_problems, claims, freeze_one_polling, install_claim_log
+from support.claims import (
+    Claim,
+    claim_problems,
+    claims,
+    freeze_one_polling,
+    install_claim_log,
+    poll_starts,
+    query,
+    skip_unless_postgresql,
+)
 
 from monitor.collect.scheduler import LEASE_MARGIN
-from monitor.store.marks import from_epoch_ms
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
@@ -49,11 +57,6 @@ def tools(read_only: bool) -> list[dict[str, Any]]:
     return read_only_flip(read_only, description="Remove a tenant's records.")
 
 
-def skip_unless_postgresql(database_url: str) -> None:
-    if not database_url.startswith("postgresql"):
-        pytest.skip("several instances share work only on PostgreSQL")
-
-
 def write_config(
     path: Path, database_url: str, interval: float, timeout: float, servers: dict[str, str]
 ) -> Path:
@@ -65,25 +68,6 @@ def write_config(
         )
     )
     return path
-
-
-def query(engine: Engine, sql: str, **params: object) -> list[Any]:
-    with engine.connect() as connection:
-        return list(connection.execute(text(sql), params).all())
-
-
-def poll_starts(engine: Engine) -> dict[str, list[datetime]]:
-    """Server name -> when each of its recorded polls started (full attempt rows and compact marks)."""
-    starts: dict[str, list[datetime]] = {}
-    for name, started_at in query(
-        engine, "select s.name, a.started_at from poll_attempts a join servers s on s.id = a.server_id"
-    ):
-        starts.setdefault(name, []).append(started_at)
-    for name, started_ms in query(
-        engine, "select s.name, m.started_ms from poll_marks m join servers s on s.id = m.server_id"
-    ):
-        starts.setdefault(name, []).append(from_epoch_ms(started_ms))
-    return {name: sorted(times) for name, times in starts.items()}
 
 
 # Two instances, 40 servers every 3 s.

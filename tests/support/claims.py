@@ -18,9 +18,12 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
+import pytest
 from sqlalchemy import Engine, text
 
+from monitor.store.marks import from_epoch_ms
 from support.processes import wait_until
 from support.service import Service
 
@@ -141,6 +144,32 @@ def claim_problems(
             else:
                 polled[index] = at
     return problems
+
+
+def skip_unless_postgresql(database_url: str) -> None:
+    """Skip a test of several instances on a SQLite database (it allows one instance)."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("several instances share work only on PostgreSQL")
+
+
+def query(engine: Engine, sql: str, **params: object) -> list[Any]:
+    """The rows of one SQL query."""
+    with engine.connect() as connection:
+        return list(connection.execute(text(sql), params).all())
+
+
+def poll_starts(engine: Engine) -> dict[str, list[datetime]]:
+    """Server name -> when each of its recorded polls started (full attempt rows and compact marks)."""
+    starts: dict[str, list[datetime]] = {}
+    for name, started_at in query(
+        engine, "select s.name, a.started_at from poll_attempts a join servers s on s.id = a.server_id"
+    ):
+        starts.setdefault(name, []).append(started_at)
+    for name, started_ms in query(
+        engine, "select s.name, m.started_ms from poll_marks m join servers s on s.id = m.server_id"
+    ):
+        starts.setdefault(name, []).append(from_epoch_ms(started_ms))
+    return {name: sorted(times) for name, times in starts.items()}
 
 
 def leases(engine: Engine) -> dict[str, int]:
