@@ -71,6 +71,9 @@ class Poller:
         """Per server, when (monotonic) this process last polled it under the monitor's own name, or
         first polled it: the first such poll comes one `identity_check_interval` after that."""
         self.indexed: dict[int, tuple[bytes, str]] = {}
+        self.metas_seen: dict[int, str] = {}
+        """Per server, the digest of its last poll's `_meta` (`metas_digest`): a poll that saw the very
+        text of the last one (`_index`) saw its `_meta` too."""
         """Per server, the digest of its last listing's pages (`FetchedListing.digest`) and that listing's
         fingerprint (two small values per server ever polled by this process or recalled; see `_index`)."""
 
@@ -182,6 +185,8 @@ class Poller:
         own_checked: bool = False,
     ) -> PollOutcome:
         metas = _metas(fetched.tools)
+        if not seen_again or job.server_id not in self.metas_seen:  # the same text: the same _meta
+            self.metas_seen[job.server_id] = metas_digest(metas)
         prepared = None  # without one, the writer computes the diff itself, and records what goes wrong
         if not seen_again:  # a listing seen again is almost always its server's current one: no diff
             with contextlib.suppress(SQLAlchemyError, ValueError, RecursionError):
@@ -198,7 +203,7 @@ class Poller:
             capabilities=fetched.capabilities,
             list_changed_advertised=fetched.list_changed_advertised,
             metas=metas,
-            metas_digest=metas_digest(metas),
+            metas_digest=self.metas_seen[job.server_id],
             validation_errors=tuple(fetched.validation_errors),
             client=job.target.client,
             views=tuple(views),

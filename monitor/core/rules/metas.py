@@ -79,8 +79,17 @@ def meta_changes(
 def metas_digest(metas: Mapping[str, Any]) -> str:
     """SHA-256 of the tools' `_meta` (tool name -> `_meta`) as sorted-key ASCII JSON: equal digests,
     equal `_meta` (whatever order the server wrote the keys in)."""
+    if not metas:  # most listings: no tool has a _meta
+        return _NO_METAS
+    return _digest(metas)
+
+
+def _digest(metas: Mapping[str, Any]) -> str:
     text = json.dumps(metas, sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+_NO_METAS = _digest({})
 
 
 def _changed_keys(before: Any, after: Any) -> list[str]:
