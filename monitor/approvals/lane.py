@@ -38,7 +38,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 THREADS = 4
 """Threads deciding at once: a decision is one indexed read and Python, so more threads would
-only take turns at the interpreter lock."""
+only take turns at the interpreter lock. With `[decisions] refresh_on_decision`, a decision may
+wait for a poll (up to `refresh_wait`), so then every admitted request gets a thread (`at_once`)."""
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -48,8 +49,9 @@ class DecisionLane:
     """One per web app (`app.state.decision_lane`): the admission slots and queue, the deadline, the
     threads. The slots and the queue are the event loop's alone (no lock): only `Admission` uses them."""
 
-    def __init__(self, at_once: int, max_waiting: int, max_wait: float) -> None:
+    def __init__(self, at_once: int, max_waiting: int, max_wait: float, threads: int = THREADS) -> None:
         self.at_once = at_once
+        self.threads = min(threads, at_once)
         self.max_waiting = max_waiting
         self.max_wait = max_wait
         self.free = at_once
@@ -118,7 +120,7 @@ class DecisionLane:
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._threads is None:
-                self._threads = ThreadPoolExecutor(THREADS, thread_name_prefix="decisions")
+                self._threads = ThreadPoolExecutor(self.threads, thread_name_prefix="decisions")
             return self._threads
 
     def close(self) -> None:

@@ -23,8 +23,9 @@ from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from sqlalchemy import and_, case, not_, or_, select, update
+from sqlalchemy import and_, bindparam, case, not_, or_, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import BindParameter
 
 from monitor.collect.client import Target
 from monitor.collect.client.clients import HttpClients
@@ -236,10 +237,14 @@ class Scheduler:
             proven = and_(Server.consecutive_failures == 0, Server.last_success_at.is_not(None))
             if answering is not None:
                 query = query.where(proven if answering else not_(proven))
+            # The ids written into the statement: however many servers are heavy, no bound-parameter limit.
+            ids: BindParameter[list[int]] = bindparam(
+                "heavy", sorted(heavy), expanding=True, literal_execute=True
+            )
             if lane is Lane.HEAVY:
-                query = query.where(Server.id.in_(sorted(heavy)))
+                query = query.where(Server.id.in_(ids))
             elif lane is not None and heavy:
-                query = query.where(Server.id.not_in(sorted(heavy)))
+                query = query.where(Server.id.not_in(ids))
             if self._postgres:
                 query = query.with_for_update(skip_locked=True)
             servers = session.scalars(query).all()

@@ -32,7 +32,7 @@ import monitor
 from monitor.approvals import api as approvals_api
 from monitor.approvals import hooks
 from monitor.approvals import pages as approval_pages
-from monitor.approvals.lane import Admission, DecisionLane
+from monitor.approvals.lane import THREADS, Admission, DecisionLane
 from monitor.approvals.point import DecisionPoint
 from monitor.config import Config
 from monitor.identity import api as identity_api
@@ -312,7 +312,9 @@ def create_app(
     app.include_router(hooks.router)
     app.include_router(hooks.pdp)
     app.state.decision_point = DecisionPoint(store, config, web.now, poll_now)
-    lane = DecisionLane(config.decisions.at_once, config.decisions.max_waiting, config.decisions.max_wait)
+    settings = config.decisions
+    threads = settings.at_once if settings.refresh_on_decision else THREADS  # a refresh waits for a poll
+    lane = DecisionLane(settings.at_once, settings.max_waiting, settings.max_wait, threads)
     app.state.decision_lane = lane
     for page_module in (
         identity_pages,
