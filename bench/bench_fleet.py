@@ -7,18 +7,21 @@ many polls a second one instance and two instances do in the same run.
    its commit events the transactions, and the pool's checkouts the pre-ping each checkout sends
    (`SELECT 1`, which the cursor events do not see); the WAL the database wrote is the difference of
    `pg_current_wal_insert_lsn()` around each phase (the whole server's: other work on it counts too,
-   so it is an upper bound). Phases, each measured on its own: claiming (per server claimed, in one
-   claim of 64 and in claims of 1), unchanged polls (64 at once, so they share group commits, and
-   one at a time), changed polls (a server polled at another server's URL: another listing), and
-   failures (a closed port; the first failure of a healthy server and later ones apart).
+   so it is an upper bound), and the CPU time of the database's server processes that serve this
+   engine's connections (the database runs on this machine; /proc). Phases, each measured on its
+   own: claiming (per server claimed, in one claim of 64 and in claims of 1), unchanged polls (64
+   at once, so they share group commits, and one at a time), changed polls (a server polled at
+   another server's URL: another listing), and failures (a closed port; the first failure of a
+   healthy server and later ones apart).
 2. Throughput. The raw fleet, more servers due than one instance can poll (so each instance runs
    flat out), polled by one `drift-monitor serve`, then by two on the same database; polls a
    second counted from the database (successful polls: the growth of the versions' `poll_count`;
-   failures: `poll_attempts`), over a window that starts once every server has been polled in that
-   phase (every instance has its kept clients and recalled digests). CPU per poll from /proc.
+   failures: `poll_attempts`), over a window that starts once every instance has polled every
+   server (its kept client and connection, and the listing's digest, are there). CPU per poll and
+   the database connections each instance holds from /proc.
 
     DRIFT_MONITOR_TEST_PG_URL=postgresql+psycopg://... python bench/bench_fleet.py \
-        [--servers 600] [--interval 5] [--window 60] [--concurrency 64]
+        [--servers 600] [--interval 5] [--window 60] [--concurrency 64] [--only-statements]
 """
 
 from __future__ import annotations
@@ -48,11 +51,11 @@ from support.fleet import raw_fleet
 PG_ENV = "DRIFT_MONITOR_TEST_PG_URL"
 TOOLS = 50
 MEASURED = 64
-ROUNDS = 3
-"""Rounds of the statement count's phases. The WAL shown is a phase's least over them: the database
-may be busy with other work, which only adds to it. A phase whose counts differed between rounds is
-marked with a *."""
 """Servers of the statement count: one claim's worth at the default `poll_concurrency`."""
+ROUNDS = 3
+"""Rounds of the statement count's phases. The WAL and the database's CPU shown are a phase's least
+over them: other work on the machine and the database only adds to them. A phase whose counts
+differed between rounds is marked with a *."""
 
 
 # -- 1. statements per poll --------------------------------------------------------------------------
@@ -67,6 +70,12 @@ class Tally:
         self.rows: Counter[str] = Counter()
         self.commits = 0
         self.checkouts = 0
+        self.backends: set[int] = set()
+        """The server processes of the engine's connections (the database runs on this machine)."""
+        self.backend_cpu = 0.0
+        with engine.connect() as connection:  # the pool's connections from now on are counted too
+            self.backends.add(int(connection.execute(text("select pg_backend_pid()")).scalar_one()))
+        event.listen(engine, "connect", self._connected)
         event.listen(engine, "after_cursor_execute", self._executed)
         event.listen(engine, "commit", self._committed)
         event.listen(engine.pool, "checkout", self._checked_out)
@@ -80,6 +89,20 @@ class Tally:
         with self.lock:
             self.statements[verb] += 1
             self.rows[verb] += max(cursor.rowcount, 0)
+
+    def _connected(self, dbapi_connection: Any, _record: Any) -> None:
+        with self.lock:
+            self.backends.add(int(dbapi_connection.info.backend_pid))
+
+    def backend_seconds(self) -> float:
+        """CPU seconds the engine's server processes have used so far."""
+        with self.lock:
+            backends = list(self.backends)
+        total = 0.0
+        for pid in backends:
+            with contextlib.suppress(OSError):
+                total += common.cpu_seconds(pid)
+        return total
 
     def _committed(self, *_: Any) -> None:
         with self.lock:
@@ -164,10 +187,12 @@ async def statement_phases(database_url: str, urls: list[str]) -> dict[str, list
     async def phase(name: str, count: int, work: Any) -> None:
         lsn = await asyncio.to_thread(wal_lsn, engine)
         tally.reset()
+        cpu = tally.backend_seconds()
         await work()
         snapshot = Tally.__new__(Tally)
         snapshot.statements, snapshot.rows = Counter(tally.statements), Counter(tally.rows)
         snapshot.commits, snapshot.checkouts = tally.commits, tally.checkouts
+        snapshot.backend_cpu = tally.backend_seconds() - cpu
         wal = await asyncio.to_thread(wal_lsn, engine) - lsn
         results.setdefault(name, []).append((count, snapshot, wal))
 
@@ -205,10 +230,14 @@ async def statement_phases(database_url: str, urls: list[str]) -> dict[str, list
 
 def print_phases(results: dict[str, list[tuple[int, Tally, int]]]) -> None:
     print(f"per poll (per server claimed for the claims), on PostgreSQL; first of {ROUNDS} rounds but WAL:")
-    print(f"{'phase':<50} {'stmts':>6} {'commits':>8} {'pings':>6} {'WAL kB':>7}  statements (rows) by verb")
+    print(
+        f"{'phase':<50} {'stmts':>6} {'commits':>8} {'pings':>6} {'WAL kB':>7} {'PG ms':>6}  "
+        "statements (rows) by verb"
+    )
     for name, rounds in results.items():
         count, tally, _ = rounds[0]
         wal = min(w for _, _, w in rounds)
+        backend_ms = 1000 * min(t.backend_cpu for _, t, _ in rounds) / count
         if any(t.statements != tally.statements or t.rows != tally.rows for _, t, _ in rounds):
             name += " *"
         verbs = ", ".join(
@@ -217,7 +246,7 @@ def print_phases(results: dict[str, list[tuple[int, Tally, int]]]) -> None:
         )
         print(
             f"{name:<50} {sum(tally.statements.values()) / count:>6.2f} {tally.commits / count:>8.2f} "
-            f"{tally.checkouts / count:>6.2f} {wal / count / 1024:>7.2f}  {verbs}"
+            f"{tally.checkouts / count:>6.2f} {wal / count / 1024:>7.2f} {backend_ms:>6.2f}  {verbs}"
         )
 
 
@@ -234,6 +263,21 @@ def write_config(path: Path, database_url: str, args: argparse.Namespace, urls: 
         )
     )
     return path
+
+
+def database_connections(pid: int, port: int) -> int:
+    """How many TCP connections process `pid` holds to the database's `port` (from /proc)."""
+    sockets = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[2].rsplit(":", 1)[1], 16) == port and fields[3] == "01":  # ESTABLISHED
+                sockets.add(f"socket:[{fields[9]}]")
+    held = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            held += os.readlink(fd) in sockets
+    return held
 
 
 def polls_so_far(engine: Engine) -> int:
@@ -263,10 +307,17 @@ def throughput(
     with instances(config, env, count) as running:
 
         def every_server_polled() -> bool:
-            return len({c.server for c in claims(engine) if c.id > first_claim}) >= args.servers
+            """Every instance has polled every server: its kept client and connection, and the
+            listing's digest, are there, as in a long run."""
+            pairs = {(c.pid, c.server) for c in claims(engine) if c.id > first_claim}
+            seen = Counter(pid for pid, _ in pairs)
+            return all(seen[instance.pid] >= args.servers for instance in running)
 
         wait_until(
-            f"every server claimed by {count} instance(s)", every_server_polled, timeout=600, alive=running
+            f"every server claimed by each of {count} instance(s)",
+            every_server_polled,
+            timeout=900,
+            alive=running,
         )
         time.sleep(args.interval)  # the claims above are polled and recorded
         polls0, cpu0, busy0 = (
@@ -284,6 +335,8 @@ def throughput(
         )
         wall = time.monotonic() - began
         by_owner = Counter(c.pid for c in claims(engine) if c.id > claim0)
+        port = engine.url.port or 5432
+        connections = [database_connections(i.pid, port) for i in running]
     polls = polls1 - polls0
     cpu = [b - a for a, b in zip(cpu0, cpu1, strict=True)]
     busy = [b - a for a, b in zip(busy0, busy1, strict=True)]
@@ -293,6 +346,7 @@ def throughput(
         "cpu_ms": 1000 * sum(cpu) / max(polls, 1),
         "cores": [c / wall for c in cpu],
         "claims": [by_owner[i.pid] for i in running],
+        "connections": connections,
         "machine_busy": busy[0] / busy[1],
     }
 
@@ -305,6 +359,8 @@ def run(base_url: str, args: argparse.Namespace) -> list[tuple[str, float, float
         if not args.skip_statements:
             url = stack.enter_context(postgres_schema(base_url, "bench"))
             print_phases(asyncio.run(statement_phases(url, fleet.urls[:MEASURED])))
+            if args.only_statements:
+                return []
         url = stack.enter_context(postgres_schema(base_url, "bench"))
         config = write_config(tmp / "monitor.toml", url, args, fleet.urls)
         migrate_config(config, env)
@@ -323,6 +379,7 @@ def run(base_url: str, args: argparse.Namespace) -> list[tuple[str, float, float
             f"  {row['instances']} instance(s): {row['polls_per_s']:.1f} polls/s, "
             f"{row['cpu_ms']:.2f} ms CPU per poll, "
             f"cores used {' + '.join(f'{c:.2f}' for c in row['cores'])}, claims {row['claims']}, "
+            f"database connections {row['connections']}, "
             f"machine {row['machine_busy']:.0%} busy"
         )
     one, two = rows[0]["polls_per_s"], rows[1]["polls_per_s"]
@@ -336,6 +393,7 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
     parser.add_argument("--window", type=float, default=60.0)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--skip-statements", action="store_true")
+    parser.add_argument("--only-statements", action="store_true")
     args = parser.parse_args(argv or [])  # bench/run.py runs it with the defaults
     pg_url = os.environ.get(PG_ENV)
     if not pg_url:
