@@ -19,8 +19,9 @@ import pytest
 from fastapi.testclient import TestClient
 from httpx import Response
 from sqlalchemy import event, select
+from support.tools import tool
 from support.web import AUTH, TOKEN, TOKEN_ENV, hold_session, make_app, session_value, web_client
-from support.world import HOSTILE_IMG, HOSTILE_SCRIPT, T0, World, populate, record
+from support.world import HOSTILE_IMG, HOSTILE_SCRIPT, QUERY, T0, World, populate, record
 
 from monitor.sessions import service as sessions
 from monitor.store import PollOutcome, Store
@@ -192,6 +193,20 @@ def test_diff_page_shows_findings_hints_word_diff_and_schema(client: TestClient)
     computed = client.get("/servers/search/diff?from=1&to=4").text
     assert "computed now by the diff engine" in computed and "tool-removed" in computed
     assert "hidden-text-in-description" in computed or "New tool" in computed
+
+
+def test_diff_page_shows_a_hint_sent_as_text_visibly(world: World, client: TestClient) -> None:
+    """A hint sent as `"yes"` is read as hosts read it, and what was sent is on the page itself, not in
+    a tooltip a phone cannot show."""
+    files = [
+        tool("read", description="Read a file.", input_schema=QUERY, annotations={"readOnlyHint": "yes"})
+    ]
+    record(world.store, world.files_id, files, T0 + timedelta(hours=2))
+    html = client.get("/servers/files/diff?from=1&to=2").text
+    assert (
+        'sent <code class="val">&#34;yes&#34;</code>' in html or 'sent <code class="val">"yes"</code>' in html
+    )
+    assert "tooltip" not in html
 
 
 def test_server_page_shows_versions_and_declared_versus_default_hints(client: TestClient) -> None:

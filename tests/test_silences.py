@@ -193,7 +193,15 @@ def test_the_silences_page_creates_and_expires_and_muted_findings_are_shown(
     listed = client.get(created.headers["location"]).text
     assert "&lt;b&gt;known&lt;/b&gt;" in listed and "Expire now" in listed
     assert "mallory" not in listed and "config" in listed, "the signed-in name made it, not a field"
-    assert client.post("/silences", data={**form, "reason": ""}).status_code == 422
+    refused = client.post("/silences", data={**form, "duration": "soon", "reason": "maintenance window"})
+    assert refused.status_code == 422 and "Not created: How long:" in refused.text
+    assert "&#39;soon&#39; is not a duration" in refused.text, "says what was wrong and how to write it"
+    assert 'value="maintenance window"' in refused.text and 'value="export"' in refused.text, (
+        "what was typed stays"
+    )
+    no_reason = client.post("/silences", data={**form, "other": "2h30m", "reason": ""})
+    assert no_reason.status_code == 422 and 'value="2h30m"' in no_reason.text
+    assert 'name="csrf_token"' in no_reason.text, "the form is there to send again"
 
     store, server_id = muted_store
     record_poll(store, server_id, listing(False), web.now() + timedelta(minutes=1))  # by the app's clock

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
+from sqlalchemy.orm import Session
 
 from monitor.config import parse_duration
 from monitor.core.rules import CATALOG
@@ -15,6 +17,7 @@ from monitor.identity.acts import Acting
 from monitor.identity.callers import page_read, page_respond
 from monitor.notify import handling
 from monitor.silences import service as silences
+from monitor.webapp.context import WebContext
 from monitor.webapp.deps import ReadSession, Web
 from monitor.webapp.pages.alert import form_text
 from monitor.webapp.pages.csrf import CheckedForm
@@ -24,19 +27,38 @@ from monitor.webapp.pages.rendering import redirect_with, render
 router = APIRouter(include_in_schema=False, dependencies=[Depends(page_read)])
 DURATIONS = ("1h", "4h", "1d", "7d")
 """The form's presets: an hour, a shift, a day, a week."""
+FORM_FIELDS = ("server", "tool", "rule", "reason", "duration", "other")
+"""The form's fields, all shown again as typed when it is refused."""
+LINK_FIELDS = ("server", "tool", "rule")
+"""What a link to the page may prefill (an alert's "Silence this…")."""
 
 
 @router.get("/silences", response_class=HTMLResponse)
 def silences_page(request: Request, web: Web, session: ReadSession) -> HTMLResponse:
     params = request.query_params
+    typed = {key: params.get(key, "") if key in LINK_FIELDS else "" for key in FORM_FIELDS}
+    return _page(request, web, session, typed, number_param(params.get("alert"), "alert"))
+
+
+def _page(
+    request: Request,
+    web: WebContext,
+    session: Session,
+    typed: dict[str, str],
+    resolve_alert: int | None,
+    error: str | None = None,
+) -> HTMLResponse:
+    """The page; after a refused form, with 422, what was wrong, and the form as it was typed."""
     return render(
         request,
         session,
         "silences.html",
+        status_code=200 if error is None else 422,
         nav="silences",
         silences=silences.list_silences(session, now=web.now(), active_only=False, limit=200),
-        prefill={key: params.get(key, "") for key in ("server", "tool", "rule")},
-        resolve_alert=number_param(params.get("alert"), "alert"),
+        prefill=typed,
+        form_error=error,
+        resolve_alert=resolve_alert,
         rules=sorted(CATALOG),
         durations=DURATIONS,
     )
@@ -51,11 +73,14 @@ def create(
     act: Acting,
 ) -> Response:
     session, now = act.session, act.at
+    typed = {key: fields.get(key, "") for key in FORM_FIELDS}
+    from_alert = re.fullmatch(r"/alerts/(\d{1,18})", safe_next(fields.get("next"), ""))
+    resolve_alert = int(from_alert.group(1)) if from_alert else None  # the form came from this alert's page
+    wanted = typed["other"].strip() or typed["duration"].strip()
     try:
-        duration = parse_duration(fields.get("duration", "").strip())
-        ends_at = now + timedelta(seconds=duration)
+        ends_at = now + timedelta(seconds=parse_duration(wanted))
     except (ValueError, OverflowError) as exc:
-        raise HTTPException(422, f"duration: {make_visible(str(exc))}") from None
+        return _page(request, web, session, typed, resolve_alert, f"How long: {make_visible(str(exc))}")
     try:
         record = silences.create_silence(
             session,
@@ -68,7 +93,7 @@ def create(
             now=now,
         )
     except silences.SilenceError as exc:
-        raise HTTPException(422, str(exc)) from None
+        return _page(request, web, session, typed, resolve_alert, str(exc))
     act.record(
         "silence.create", f"silence {record.id}", ends_at=record.ends_at.isoformat(), reason=record.reason
     )
