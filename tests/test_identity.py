@@ -272,7 +272,7 @@ def test_the_actor_is_the_token_everywhere_and_the_audit_log_has_every_change_an
         r.getMessage() for r in caplog.records if r.name in ("drift_monitor.audit", "drift_monitor.alerts")
     ]
     assert "approval.approve tenants by ana (approver, token) from testclient" in logged
-    assert any(line.endswith("by ana") and "resolved" in line for line in logged), logged
+    assert any("resolved" in line and "approved by ana as in v2" in line for line in logged), logged
     approve = next(e for e in audit if e["action"] == "approval.approve")
     assert approve["target"] == "tenants" and approve["role"] == "approver"
 

@@ -60,7 +60,11 @@ class SilenceCreate(BaseModel):
                     "properties": {"duration": {"type": "string"}, "ends_at": {"not": {}}},
                 },
             ],
-            "anyOf": [{"required": [field]} for field in ("server", "tool", "rule")],
+            # present and not null: `"tool": null` matches anything, as a field left out does
+            "anyOf": [
+                {"required": [field], "properties": {field: {"not": {"type": "null"}}}}
+                for field in ("server", "tool", "rule")
+            ],
         },
     )
 
