@@ -23,11 +23,7 @@ def test_upgrade_from_a_database_the_previous_release_filled(fresh_engine: Engin
     migrate(fresh_engine, "0016")
     with fresh_engine.begin() as connection:
         rows = OlderRows(connection, "servers", "listings", "tool_definitions", "listing_tools", "snapshots")
-        server_id = rows.server("old", T0)
-        rows.version(server_id, CanonicalListing.of(LOOKUP), T0)
-        connection.execute(
-            rows.table["servers"].update().values(last_success_at=T0, last_poll_at=T0, interval_seconds=3600)
-        )
+        server_id = rows.polled_server("old", CanonicalListing.of(LOOKUP), T0)
     migrate(fresh_engine)
     with Store(fresh_engine).sessions() as session:
         server = session.scalars(select(Server)).one()

@@ -23,11 +23,7 @@ def test_the_configured_token_of_the_previous_release_keeps_working(fresh_engine
     migrate(fresh_engine, "0017")
     with fresh_engine.begin() as connection:
         rows = OlderRows(connection, "servers", "listings", "tool_definitions", "listing_tools", "snapshots")
-        server_id = rows.server("old", T0)
-        rows.version(server_id, CanonicalListing.of(LOOKUP), T0)
-        connection.execute(
-            rows.table["servers"].update().values(last_success_at=T0, last_poll_at=T0, interval_seconds=3600)
-        )
+        rows.polled_server("old", CanonicalListing.of(LOOKUP), T0)
     migrate(fresh_engine)
     store = Store(fresh_engine)
     with web_client(store, auth=None, clock=T0, follow_redirects=False) as client:

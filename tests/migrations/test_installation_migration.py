@@ -22,29 +22,13 @@ from monitor.store.models import Alert, Installation, WebhookDelivery
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 
-def open_alert(rows: OlderRows, server_id: int, tool: str) -> int:
-    return rows.insert(
-        "alerts",
-        server_id=server_id,
-        rule="read-only-revoked",
-        severity="critical",
-        severity_rank=4,
-        tool=tool,
-        state="open",
-        open_key=f"{server_id}/read-only-revoked/{tool}",
-        message=f"{tool} is no longer read-only",
-        opened_at=T0,
-        last_seen_at=T0,
-    )
-
-
 def test_upgrade_keeps_the_keys_of_alerts_already_announced(fresh_engine: Engine) -> None:
     migrate(fresh_engine, "0017")
     with fresh_engine.begin() as connection:
         rows = OlderRows(connection, "servers", "alerts")
         server_id = rows.server("old", T0)
-        first = open_alert(rows, server_id, "purge")
-        second = open_alert(rows, server_id, "wipe")
+        first = rows.alert(server_id, "purge", T0)
+        second = rows.alert(server_id, "wipe", T0)
     migrate(fresh_engine)
 
     with Session(fresh_engine) as session:

@@ -17,34 +17,19 @@ from monitor.store.models import Alert
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 
-def alert(rows: OlderRows, server_id: int, tool: str, **ended: object) -> int:
-    state = "resolved" if ended else "open"
-    return rows.insert(
-        "alerts",
-        server_id=server_id,
-        rule="read-only-revoked",
-        severity="critical",
-        severity_rank=4,
-        tool=tool,
-        state=state,
-        open_key=None if ended else f"{server_id}/read-only-revoked/{tool}",
-        message=f"{tool} is no longer read-only",
-        opened_at=T0,
-        last_seen_at=T0,
-        **({"resolved_at": T0, **ended} if ended else {}),
-    )
-
-
 def test_alerts_resolved_before_keep_the_cause_their_columns_record(fresh_engine: Engine) -> None:
     migrate(fresh_engine, "0020")
     with fresh_engine.begin() as connection:
         rows = OlderRows(connection, "servers", "alerts")
         server_id = rows.server("old", T0)
+        ended = {"state": "resolved", "open_key": None, "resolved_at": T0}
         ids = {
-            "cleared": alert(rows, server_id, "a", resolved_by=None),
-            "approved": alert(rows, server_id, "b", resolved_by="ann", resolve_note="approved as in v2: ok"),
-            "by-hand": alert(rows, server_id, "c", resolved_by="sam", resolve_note="false alarm"),
-            "open": alert(rows, server_id, "d"),
+            "cleared": rows.alert(server_id, "a", T0, **ended),
+            "approved": rows.alert(
+                server_id, "b", T0, **ended, resolved_by="ann", resolve_note="approved as in v2: ok"
+            ),
+            "by-hand": rows.alert(server_id, "c", T0, **ended, resolved_by="sam", resolve_note="false alarm"),
+            "open": rows.alert(server_id, "d", T0),
         }
     migrate(fresh_engine)
 

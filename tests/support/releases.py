@@ -28,6 +28,36 @@ class OlderRows:
             "servers", name=name, transport="http", origin="config", created_at=at, consecutive_failures=0
         )
 
+    def polled_server(self, name: str, listing: CanonicalListing, at: datetime) -> int:
+        """A server polled once, successfully, at `at` with its first version of `listing`, on an
+        hour's interval; its id."""
+        server_id = self.server(name, at)
+        self.version(server_id, listing, at)
+        servers = self.table["servers"]
+        self.connection.execute(
+            servers.update()
+            .where(servers.c.id == server_id)
+            .values(last_success_at=at, last_poll_at=at, interval_seconds=3600)
+        )
+        return server_id
+
+    def alert(self, server_id: int, tool: str, at: datetime, **columns: Any) -> int:
+        """An open critical `read-only-revoked` alert about `tool`, opened at `at`; `columns` (a
+        resolved state, who resolved it and why) replace what they name. Its id."""
+        opened = {
+            "server_id": server_id,
+            "rule": "read-only-revoked",
+            "severity": "critical",
+            "severity_rank": 4,
+            "tool": tool,
+            "state": "open",
+            "open_key": f"{server_id}/read-only-revoked/{tool}",
+            "message": f"{tool} is no longer read-only",
+            "opened_at": at,
+            "last_seen_at": at,
+        }
+        return self.insert("alerts", **{**opened, **columns})
+
     def version(self, server_id: int, listing: CanonicalListing, at: datetime) -> int:
         """The server's first version of `listing`, seen once at `at`, with the listing and its tools
         (what a later migration re-fingerprints from); the version's id."""
