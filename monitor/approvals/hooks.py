@@ -123,6 +123,22 @@ def _opinion(point: DecisionPoint, found: Answer | Unmonitored) -> tuple[Decisio
     return verdict.decision, verdict.reason
 
 
+def _mcp_call(hook: dict[str, Any] | str, event: str, prefix: str) -> bool | None:
+    """Whether a hook input is about an MCP tool: its `event`, and a tool named with `prefix` or an
+    `mcp_context` (None: it cannot be read, which is a deny). Gemini CLI's answer and every host's
+    answer without deciding read it so."""
+    if isinstance(hook, str):
+        return None
+    tool_name, name = hook.get("tool_name"), hook.get("hook_event_name")
+    if not isinstance(tool_name, str) or not isinstance(name, str):
+        return None
+    return name == event and (tool_name.startswith(prefix) or isinstance(hook.get("mcp_context"), dict))
+
+
+def _unreadable(hook: dict[str, Any] | str) -> str:
+    return hook if isinstance(hook, str) else "the hook input has no tool_name or hook_event_name"
+
+
 # --- Claude Code and Codex ------------------------------------------------------------------------
 
 
@@ -251,17 +267,12 @@ class GeminiOut(BaseModel):
 def gemini_answer(point: DecisionPoint, hook: dict[str, Any] | str) -> GeminiOut:
     """MCP tools are `mcp_<server>_<tool>`, and `mcp_context` names the server and the tool as they
     are (the flat name is ambiguous when a server name holds `_`), so the context is used when sent."""
-    if isinstance(hook, str):
-        return GeminiOut(decision=DecisionKind.DENY, reason=host_reason(hook))
-    tool_name, event = hook.get("tool_name"), hook.get("hook_event_name")
-    if not isinstance(tool_name, str) or not isinstance(event, str):
-        return GeminiOut(
-            decision=DecisionKind.DENY,
-            reason=host_reason("the hook input has no tool_name or hook_event_name"),
-        )
-    context = hook.get("mcp_context")
-    if event != "BeforeTool" or (not tool_name.startswith("mcp_") and not isinstance(context, dict)):
+    mcp = _mcp_call(hook, "BeforeTool", "mcp_")
+    if mcp is None or isinstance(hook, str):
+        return GeminiOut(decision=DecisionKind.DENY, reason=host_reason(_unreadable(hook)))
+    if not mcp:
         return GeminiOut()
+    tool_name, context = hook["tool_name"], hook.get("mcp_context")
     session_id = _string(hook.get("session_id"))
     found: Answer | Unmonitored
     if (
@@ -390,20 +401,6 @@ def busy_decision(config: Config) -> DecisionKind:
     """What a call the monitor had no time to decide gets: what it cannot verify recently gets,
     `[decisions] stale_decision` (ask, or deny); never allow."""
     return DecisionKind(config.decisions.stale_decision)
-
-
-def _mcp_call(hook: dict[str, Any] | str, event: str, prefix: str) -> bool | None:
-    """Whether a hook input is about an MCP tool (None: it cannot be read, which is a deny)."""
-    if isinstance(hook, str):
-        return None
-    tool_name, name = hook.get("tool_name"), hook.get("hook_event_name")
-    if not isinstance(tool_name, str) or not isinstance(name, str):
-        return None
-    return name == event and (tool_name.startswith(prefix) or isinstance(hook.get("mcp_context"), dict))
-
-
-def _unreadable(hook: dict[str, Any] | str) -> str:
-    return hook if isinstance(hook, str) else "the hook input has no tool_name or hook_event_name"
 
 
 def _busy_claude(hook: dict[str, Any] | str, decision: DecisionKind) -> BaseModel:
