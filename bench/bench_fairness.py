@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import common
-from bench_hook_burst import code_at
 
 BENCH = Path(__file__).resolve().parent
 CASES: dict[str, dict[str, Any]] = {
@@ -186,7 +185,7 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
         return []
     figures = []
     with tempfile.TemporaryDirectory() as folder, ExitStack() as stack:
-        before = stack.enter_context(code_at(args.before)) if args.before else None
+        before = stack.enter_context(common.code_at(args.before)) if args.before else None
         contenders = [("before", before), ("now", None)] if before else [("now", None)]
         for case in args.cases.split(","):
             spec = CASES[case]

@@ -235,17 +235,6 @@ def line(name: str, result: Burst, count: int) -> str:
 # --- the run ----------------------------------------------------------------------------------------
 
 
-@contextmanager
-def code_at(revision: str) -> Iterator[str]:
-    """The repository's tree at `revision`, extracted into a temporary folder."""
-    with tempfile.TemporaryDirectory() as folder:
-        archive = subprocess.run(
-            ["git", "-C", str(common.ROOT), "archive", revision], capture_output=True, check=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
-        yield folder
-
-
 def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", help="a git revision to measure first, in the same run")
@@ -274,7 +263,7 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
             database = Path(folder) / f"{name}.db"
             shutil.copy(Path(folder) / "base.db", database)
             with ExitStack() as stack:
-                tree = stack.enter_context(code_at(revision)) if revision else None
+                tree = stack.enter_context(common.code_at(revision)) if revision else None
                 with app_process(name, database, urls_file, args.interval, tree) as app:
                     time.sleep(WARM)
                     print(f"{name}: polling {args.fleet} servers every {args.interval:.0f} s", flush=True)

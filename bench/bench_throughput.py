@@ -45,7 +45,6 @@ from typing import Any
 
 import common
 import httpx2
-from bench_hook_burst import code_at
 
 PER_FLEET_PROCESS = 2500
 TOOLS = 50
@@ -542,7 +541,7 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
             urls_file = Path(tmp) / "urls"
             urls_file.write_text("\n".join(urls))
             with contextlib.ExitStack() as stack:
-                tree = stack.enter_context(code_at(args.before)) if args.before else None
+                tree = stack.enter_context(common.code_at(args.before)) if args.before else None
                 names = args.contenders.split(",")
                 if tree:
                     names.insert(names.index("monitor") if "monitor" in names else len(names), "before")

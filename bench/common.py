@@ -9,7 +9,11 @@ processes, servers, fleet and recorded polls the tests use too) at the front of 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,3 +51,15 @@ def machine_busy() -> tuple[int, int]:
     values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
     idle = values[3] + values[4]
     return sum(values) - idle, sum(values)
+
+
+@contextmanager
+def code_at(revision: str) -> Iterator[str]:
+    """The repository's tree at `revision`, extracted into a temporary folder: the code "before" that
+    a benchmark's `--before REV` measures in the same run as today's."""
+    with tempfile.TemporaryDirectory() as folder:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", revision], capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+        yield folder
