@@ -170,7 +170,7 @@ def serve(database_url: str, listen_proto0: bool) -> None:
     app = make_app(Store(make_engine(database_url)), token=TOKEN, clock=None)
     listener = service._listen(HOST, 0)
     print(f"READY {listener.getsockname()[1]} {listener.proto}", flush=True)
-    config = uvicorn.Config(app, lifespan="on", log_level="warning", access_log=False)
+    config = uvicorn.Config(app, http="httptools", lifespan="on", log_level="warning", access_log=False)
     with service.long_running_heap():  # the garbage collector as `serve` sets it
         asyncio.run(uvicorn.Server(config).serve(sockets=[listener]))
 

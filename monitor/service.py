@@ -61,7 +61,11 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
         gateway = _gateway(app.state.decision_point, app.state.web.identity, config)
         server = _QuietServer(  # log_config and log_level None: uvicorn logs through the process's
             # handlers at the levels `cli.logs` set (a level here would turn its access lines back on)
-            uvicorn.Config(app, host=host, port=port, log_level=None, lifespan="on", log_config=None)
+            # httptools, not h11: reading a burst of 1,000 hook calls in pure Python delayed every answer
+            # past the decision lane's bound (docs/approvals.md, "Under load")
+            uvicorn.Config(
+                app, host=host, port=port, http="httptools", log_level=None, lifespan="on", log_config=None
+            )
         )
 
         stop = asyncio.Event()
