@@ -19,8 +19,9 @@ fail-closed answer of a full decision lane: `ask`, or `deny`), an `allow` or ano
 error), or none within 30 s.
 
 `--before REV` runs the same against the code at git revision REV (extracted with `git archive`
-into a temporary folder) in the same run, first, on a copy of the same database and the same
-fleet: the figures to compare are the two rows of one run, not figures of another day.
+into a temporary folder) in the same run, first, on the same servers and the same fleet (its
+database built and migrated by that revision's own code, whose schema may be older): the
+figures to compare are the two rows of one run, not figures of another day.
 
     python bench/bench_hook_burst.py [--before REV] [--fleet 1000] [--interval 30] [--bursts 3]
 """
@@ -32,7 +33,6 @@ import asyncio
 import gc
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import common
-from bench_decisions import BURST, HOOK_TIMEOUT, HOST, TOKEN, Call, build, calls, read_response
+from bench_decisions import BURST, HOOK_TIMEOUT, HOST, TOKEN, Call, calls, read_response
 
 BENCH = Path(__file__).resolve().parent
 PROBE_EVERY = 0.01
@@ -66,6 +66,8 @@ def serve_app(database: Path, urls_file: Path, interval: float, tree: str | None
         sys.path[:0] = [tree, str(Path(tree) / "tests")]
         for name in [n for n in sys.modules if n == "support" or n.startswith(("monitor", "support."))]:
             del sys.modules[name]
+        del sys.modules["bench_decisions"]  # its `record_poll` is the tree's too
+    from bench_decisions import build
     from bench_throughput import fill
 
     from monitor import service
@@ -75,6 +77,7 @@ def serve_app(database: Path, urls_file: Path, interval: float, tree: str | None
 
     urls = urls_file.read_text().split()
     url = f"sqlite:///{database}"
+    build(url)  # with this code's migrations: an older revision's schema may differ
     servers = [
         ServerConfig(name=f"s{n:03d}", transport="http", url="http://127.0.0.1:9/", interval=3600)
         for n in range(100)
@@ -257,11 +260,9 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
     with tempfile.TemporaryDirectory() as folder, raw_fleet(args.fleet) as (urls, _pids):
         urls_file = Path(folder) / "urls"
         urls_file.write_text(" ".join(urls))
-        build(f"sqlite:///{Path(folder) / 'base.db'}")
         trees = [("before", args.before), ("now", None)] if args.before else [("now", None)]
         for name, revision in trees:
             database = Path(folder) / f"{name}.db"
-            shutil.copy(Path(folder) / "base.db", database)
             with ExitStack() as stack:
                 tree = stack.enter_context(common.code_at(revision)) if revision else None
                 with app_process(name, database, urls_file, args.interval, tree) as app:
