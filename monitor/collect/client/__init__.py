@@ -2,7 +2,8 @@
 
 `target` (what a poll is given and returns), `poll` (connect, negotiate, every page), `watch` (the
 long-lived session), `errors` (every failure as one readable `PollError`), `http` and `stdio` (the
-transports' plumbing: the SSRF guard, capped bodies, stderr).
+transports' plumbing: the SSRF guard, capped bodies, stderr), `schema` (the SDK's schema check of a
+`tools/list` page, without the dump it throws away).
 """
 
 from monitor.collect.client.http import resolved_addresses

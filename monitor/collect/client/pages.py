@@ -22,6 +22,7 @@ from mcp.client import ClientSession
 from mcp.shared.exceptions import MCPError
 from pydantic import RootModel, ValidationError
 
+from monitor.collect.client import schema as _schema  # noqa: F401 - pages checked without the SDK's dump
 from monitor.collect.client.errors import Attempt, clip
 from monitor.collect.client.target import Listed, PollError
 from monitor.core.fingerprint import without_meta
@@ -34,7 +35,8 @@ MAX_VALIDATION_ERRORS = 20
 
 
 class Raw(RootModel[dict[str, Any]]):
-    """A result kept as the dict the transport parsed, after the SDK's schema check."""
+    """A result kept as the dict the transport parsed, after the SDK's schema check (for a
+    `tools/list` page, that check without the dump nothing reads: `schema`)."""
 
 
 class StaleCursor(Exception):
