@@ -82,6 +82,19 @@ def test_a_listing_hosts_reject_is_stored_as_a_version_with_its_errors(
             )
 
 
+def test_a_paged_listing_records_each_violation_once(store: Store, tmp_path: Path) -> None:
+    """A listing of several pages is read twice (two passes must agree): the violations recorded are
+    the recorded pass's, not every pass's, so one bad tool is one error and the cap holds for it."""
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps([tool("ok", description="Fine."), NO_TYPE]))
+    with http_server("fastmcp_server.py", str(tools_file), "--page-size", "1") as url:
+        outcome = poll(store, url)
+    assert outcome.ok, outcome.error
+    with store.sessions() as session:
+        errors = session.scalars(select(Snapshot)).one().validation_errors
+    assert errors is not None and len(errors) == 1 and "inputSchema" in errors[0], errors
+
+
 def test_a_listing_that_cannot_be_read_keeps_its_raw_payload(store: Store, tmp_path: Path) -> None:
     tools_file = tmp_path / "tools.json"
     duplicated: list[dict[str, Any]] = [tool("same"), tool("same", description="Again.")]

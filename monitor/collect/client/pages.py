@@ -102,6 +102,7 @@ class Paging(Attempt):
     async def _list(self, session: ClientSession) -> Listed:
         limits = self.limits
         listed = Listed()
+        self.invalid = []  # the recorded pass's violations, not those of every pass read before it
         cursors: set[str] = set()
         cursor: str | None = None
         while True:
