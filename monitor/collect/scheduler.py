@@ -1,10 +1,13 @@
 """Scheduling polls across any number of `serve` processes that share one database.
 
-APScheduler is only each process's clock: a tick every second claims the servers that are due.
-The database is the coordinator. Claiming a server moves its `next_poll_at` one interval on and
-takes a lease on the row, under `FOR UPDATE SKIP LOCKED` on PostgreSQL, so two processes never
-poll a server in the same interval, and a dead process's servers come back when its lease runs
-out. SQLite allows one process, enforced by a lock file next to the database (`instancelock`).
+Each tick claims the servers that are due, then arms a timer for the moment the next one becomes
+due, so a server is claimed at its slot, not up to a second after it. APScheduler's tick every
+second is the fallback clock: it sees servers registered over the API, and other instances'
+changes to the schedule. The database is the coordinator. Claiming a server moves its
+`next_poll_at` one interval on and takes a lease on the row, under `FOR UPDATE SKIP LOCKED` on
+PostgreSQL, so two processes never poll a server in the same interval, and a dead process's
+servers come back when its lease runs out. SQLite allows one process, enforced by a lock file next
+to the database (`instancelock`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from sqlalchemy import and_, bindparam, case, not_, or_, select, update
+from sqlalchemy import and_, bindparam, case, func, not_, or_, select, update
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import BindParameter
 
@@ -44,6 +47,9 @@ LEASE_MARGIN = timedelta(seconds=30)
 """How long past a poll's own timeout a lease lasts: a process silent for that long is dead."""
 KEEPALIVE_MARGIN = 30.0
 """Seconds an idle kept connection outlasts the longest poll interval, so the next poll finds it."""
+SLOT_TIMER_FLOOR = 0.02
+"""The soonest, in seconds from now, the slot timer runs a tick: a server that becomes due while
+the tick that armed it runs is claimed that much late, not by a burst of ticks."""
 
 
 def instance_id() -> str:
@@ -102,6 +108,8 @@ class Scheduler:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._tick_lock = asyncio.Lock()
         self._ticks: set[asyncio.Task[None]] = set()
+        self.slot_timer: asyncio.TimerHandle | None = None
+        """Runs a tick when the next server becomes due (`_arm_slot_timer`); None while none is armed."""
         self._backlog = False
         """The last tick took all it could, or found a lane full: more servers may be due as soon as
         polls finish. (A tick that found a lane full used to clear it, and then only the next clock
@@ -140,6 +148,7 @@ class Scheduler:
         self.poller.clients = HttpClients(keepalive=max(intervals) + KEEPALIVE_MARGIN)
         self.clock.add_job(self.tick, "interval", seconds=self.tick_seconds, max_instances=1, coalesce=True)
         self.clock.start()
+        self._tick_now()  # what is due now, and the slot timer: not one clock tick later
 
     async def tick(self) -> None:
         """Claim due servers up to each lane's free budget and start their polls.
@@ -149,11 +158,14 @@ class Scheduler:
         (`suspect_poll_concurrency`), and servers whose last poll here was slow or big
         (`heavy_poll_concurrency`). So hundreds of servers that hang until their timeout, answer
         slowly, or answer with huge listings cannot take the slots of those that answer quickly.
+
+        Then the slot timer is armed for when the next server becomes due (`next_slot`).
         """
         claimed: list[int] = []
-        async with self._tick_lock:  # the clock's ticks and notification ticks take turns
+        async with self._tick_lock:  # the clock's, the slot timer's and notification ticks take turns
             if self._stopping:
                 return
+            now = datetime.now(UTC)
             monitor = self.config.monitor
             self._backlog = False
             heavy = frozenset(self.heavy)
@@ -172,6 +184,12 @@ class Scheduler:
                     self.lanes.update(dict.fromkeys(ids, lane))
                     self._backlog = self._backlog or len(ids) == capacity
                     claimed += ids
+            try:
+                slot = await asyncio.to_thread(self.next_slot, now)
+            except Exception:  # the polls claimed above start all the same; the clock ticks on
+                log.exception("could not read when the next server is due")
+                slot = None
+            self._arm_slot_timer(slot)
         for server_id in claimed:
             target = self.targets.get(server_id) or await asyncio.to_thread(self._api_target, server_id)
             if target is None:
@@ -180,6 +198,40 @@ class Scheduler:
             job = Job(server_id, target, limits_for(self.config.monitor, self._server_config(target.name)))
             task = asyncio.create_task(self._run(job))
             self.in_flight[server_id] = task
+
+    def next_slot(self, now: datetime) -> datetime | None:
+        """When the next server becomes due after `now` that a claim could take: its lease free, run
+        out, or this process's own. One `MIN` on the `next_poll_at` index.
+
+        This process's leases are its polls under way, and each poll's record frees its lease
+        (`LeaseRelease`) without a tick: leaving them out would leave every server's next slot to the
+        clock. A server already due at `now` that the tick left unclaimed is waiting for a free slot
+        in its lane, and the end of a poll claims that (`_run`): a timer for it would fire at once,
+        find the lane still full, and be armed again, over and over.
+        """
+        with self.store.sessions() as session:
+            return session.scalar(
+                select(func.min(Server.next_poll_at)).where(
+                    Server.next_poll_at > now,
+                    or_(
+                        Server.lease_expires_at.is_(None),
+                        Server.lease_expires_at < now,
+                        Server.lease_owner == self.owner,
+                    ),
+                )
+            )
+
+    def _arm_slot_timer(self, due: datetime | None) -> None:
+        """Run a tick at `due` (no sooner than `SLOT_TIMER_FLOOR` from now), in place of the timer
+        armed before; no timer for None (nothing is due later: the clock's tick still runs)."""
+        if self.slot_timer is not None:
+            self.slot_timer.cancel()
+            self.slot_timer = None
+        if due is None:
+            return
+        loop = asyncio.get_running_loop()
+        wait = max((due - datetime.now(UTC)).total_seconds(), SLOT_TIMER_FLOOR)
+        self.slot_timer = loop.call_at(loop.time() + wait, self._tick_now)
 
     def _server_config(self, name: str) -> ServerConfig | None:
         return self._configs.get(name)
@@ -316,7 +368,7 @@ class Scheduler:
         if self.clock.running:
             self.clock.shutdown(wait=False)
         async with self._tick_lock:  # a claim under way commits its leases before they are freed
-            pass
+            self._arm_slot_timer(None)
         abandoned = []
         tasks = dict(self.in_flight)
         if tasks:

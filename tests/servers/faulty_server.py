@@ -12,6 +12,8 @@ framework) so every byte on the wire is chosen here.
 HTTP modes (tools/list unless said otherwise):
     trickle          the answer's headers at once, then its body one byte every 50 ms
     huge             one page of about --huge-bytes bytes (default 50 MB)
+    overdeclared     headers declaring a body of DECLARED_BYTES (1 GB), then the body's first bytes,
+                     then nothing more until the client hangs up (at most HOLD_LIMIT s)
     drop-mid-page    page 1 is fine and has a cursor; page 2 sends half its body and hangs up
     wrong-version    initialize answers protocolVersion 1999-01-01
     invalid-json     a body that starts as JSON-RPC and stops being JSON
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -46,6 +49,7 @@ from typing import Any
 HTTP_MODES = (
     "trickle",
     "huge",
+    "overdeclared",
     "drop-mid-page",
     "wrong-version",
     "invalid-json",
@@ -74,6 +78,9 @@ SERVER_INFO = {"name": "faulty", "version": "0.0.1"}
 HTML_ERROR = '<script>alert("err")</script><img src=x onerror=alert(2)> \u202egnp.exe\u202c \u200bhidden'
 """An error message a hostile server chooses, for pages that show a server's last error."""
 MAX_HEADER_BYTES = 64 * 1024
+DECLARED_BYTES = 1_000_000_000
+HOLD_LIMIT = 120.0
+"""How long an overdeclared answer holds its connection open for a client that waits for the rest."""
 PING_ID = "server-ping"
 PING_WAIT = 10.0
 
@@ -92,12 +99,22 @@ def huge_tools(size: int) -> bytes:
 class Answer:
     """How to send one JSON-RPC response: its body, and whether to trickle it or cut it short."""
 
-    def __init__(self, body: bytes, *, trickle: bool = False, cut: bool = False, encoding: str = "") -> None:
+    def __init__(
+        self,
+        body: bytes,
+        *,
+        trickle: bool = False,
+        cut: bool = False,
+        encoding: str = "",
+        declared: int | None = None,
+    ) -> None:
         self.body = body
         self.trickle = trickle
         self.cut = cut
         self.encoding = encoding
         """The body's `Content-Encoding`, when it is compressed."""
+        self.declared = declared
+        """The `Content-Length` to send, when it is not the body's: the rest never comes."""
 
 
 def bomb(mode: str, request_id: Any, zlib_base: dict[str, Any]) -> Answer:
@@ -165,6 +182,9 @@ class Faulty:
     def tools_list(self, request_id: Any, cursor: str | None) -> Answer:
         if self.mode == "trickle":
             return Answer(self.result(request_id, {"tools": [tool("slow", "s" * 200)]}).body, trickle=True)
+        if self.mode == "overdeclared":
+            head = json.dumps({"jsonrpc": "2.0", "id": request_id}).encode()[:-1]
+            return Answer(head + b',"result":{"tools":[', declared=DECLARED_BYTES)
         if self.mode == "huge":
             self.prepare()
             assert self._huge is not None
@@ -243,10 +263,16 @@ def response_head(
     ).encode()
 
 
-async def send(writer: asyncio.StreamWriter, answer: Answer) -> None:
+async def send(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, answer: Answer) -> None:
     body = answer.body
-    writer.write(response_head("200 OK", len(body), encoding=answer.encoding))
-    if answer.trickle:
+    length = len(body) if answer.declared is None else answer.declared
+    writer.write(response_head("200 OK", length, encoding=answer.encoding))
+    if answer.declared is not None:
+        writer.write(body)
+        await writer.drain()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(reader.read(), HOLD_LIMIT)  # returns when the client hangs up
+    elif answer.trickle:
         for index in range(min(len(body), TRICKLE_LIMIT)):
             writer.write(body[index : index + 1])
             await writer.drain()
@@ -279,7 +305,7 @@ def http_handler(servers: dict[str, Faulty]) -> Any:
                 if answer is None:
                     writer.write(response_head("202 Accepted", 0))
                 else:
-                    await send(writer, answer)
+                    await send(reader, writer, answer)
             await writer.drain()
         except (ConnectionError, asyncio.CancelledError):
             pass  # the client gave up on us, as clients of hostile servers should

@@ -79,7 +79,8 @@ class Attempt:
         """"HTTP 401 Unauthorized" when the last POST failed: the transports hide the status."""
         self.stderr = StderrTail(STDERR_TAIL_BYTES)
         self.oversized: PollError | None = None
-        """Set when an HTTP answer's body outgrew the cap while it arrived (see `CappedBody`)."""
+        """Set when `CappedBody` refused an HTTP answer: declared or grown past the cap, or measured
+        over the listing limit (or not measured)."""
         self.refused: PollError | None = None
         """Set when the host policy refused a connection (see `GuardedBackend`)."""
 

@@ -1,15 +1,15 @@
 """HTTP plumbing: the httpx client a poll uses, its TLS context, the SSRF guard and the bodies it watches.
 
 Servers registered over the API connect through `GuardedBackend`, which resolves a host itself
-and connects only to addresses `HostPolicy` allows. Answer bodies are capped as they arrive
-(`CappedBody`) and a watch session's notification stream reports how it ended (`NoticedBody`).
+and connects only to addresses `HostPolicy` allows. Answer bodies are capped as they arrive, or
+refused by their declared length (`CappedBody`), and a watch session's notification stream reports
+how it ended (`NoticedBody`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import socket
 import ssl
@@ -23,6 +23,7 @@ import httpcore2
 import httpx2
 from httpx2._decoders import ContentDecoder, IdentityDecoder
 
+from monitor.collect.client.answersize import MeasureFailed, measure_result
 from monitor.core.hosts import HostPolicy, IPAddress, host_literal
 
 EventHooks = dict[str, list[Callable[[Any], Awaitable[None]]]]
@@ -221,40 +222,63 @@ def large_answer_turns() -> asyncio.Semaphore:
     return turns
 
 
+def declared_length(response: httpx2.Response) -> int | None:
+    """The body's length as its `Content-Length` declares it, for a body sent as it is; None when it
+    declares none, or when the body is compressed (its declared length is not what it decodes to)."""
+    if response.headers.get("content-encoding", "identity").strip().lower() not in ("", "identity"):
+        return None
+    length = response.headers.get("content-length", "").strip()
+    return int(length) if length.isdigit() else None
+
+
 class CappedBody(httpx2.AsyncByteStream):
     """An HTTP response body that stops at `cap` bytes, so a huge JSON answer is never buffered whole.
 
     The SDK reads a JSON answer with `response.aread()` and only then could `Limits.max_bytes` be
-    checked; twice that leaves room for whitespace, since the limit counts compact JSON. With
-    `refuse_results_over`, the body is held until it ends and an answer longer than the limit is
-    measured here, with the standard library's parser, on a worker thread (the parse and the
-    re-encoding that measures it take seconds of a 20 MB answer: on the event loop they stalled
-    every other poll and request), before the SDK sees it: the SDK's validating parse of a 20 MB
-    answer costs about ten times its size in memory, only for it to be refused.
+    checked; twice that leaves room for whitespace, since the limit counts compact JSON. A body
+    whose `Content-Length` declares more than the cap is refused before any of it is read.
+
+    With `refuse_results_over`, the body is held until it ends and an answer longer than the limit is
+    measured here, with the standard library's parser, in a child process (`answersize`: the parse
+    and the re-encoding that measures it take seconds of a 20 MB answer, and hold the interpreter
+    lock, so on a thread too they stalled every other poll and request), before the SDK sees it:
+    the SDK's validating parse of a 20 MB answer costs about ten times its size in memory, only for
+    it to be refused.
+
+    `on_over` is told how the answer was over the cap or the limit, as the end of a sentence that
+    begins with the answer (`passed 33554432 bytes as it arrived`).
     """
 
     def __init__(
         self,
         body: httpx2.AsyncByteStream,
         cap: int,
-        on_over: Callable[[int], None],
+        on_over: Callable[[str], None],
         on_large: Callable[[], Awaitable[None]] | None = None,
+        *,
+        declared: int | None = None,
     ) -> None:
         self._body = body
         self._cap = cap
         self._on_over = on_over
         self._on_large = on_large
         """Awaited once, when the body passes `LARGE_ANSWER_BYTES` (see `Poll._large_answer`)."""
+        self._declared = declared
+        """The body's length as its headers declare it (`declared_length`)."""
         self._limit: int | None = None
-        self._on_result_over: Callable[[int], None] = on_over
+        self._on_unmeasured: Callable[[int, str], None] | None = None
 
-    def refuse_results_over(self, limit: int, on_over: Callable[[int], None]) -> None:
-        """Refuse an answer whose JSON-RPC `result` is over `limit` bytes of compact JSON (`json_size`),
-        calling `on_over` with its size, before the SDK parses it."""
+    def refuse_results_over(self, limit: int, on_unmeasured: Callable[[int, str], None]) -> None:
+        """Refuse an answer whose JSON-RPC `result` is over `limit` bytes of compact JSON (`json_size`)
+        before the SDK parses it. `on_unmeasured` is called with the answer's size and how measuring
+        it failed (`MeasureFailed`), and the answer refused."""
         self._limit = limit
-        self._on_result_over = on_over
+        self._on_unmeasured = on_unmeasured
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._declared is not None and self._declared > self._cap:
+            self._on_over(f"declared {self._declared} bytes in its Content-Length")
+            raise BodyTooLarge(f"answer body declared as {self._declared} bytes, over {self._cap}")
         size = 0
         large = self._on_large
         held: list[bytes] = []
@@ -264,7 +288,7 @@ class CappedBody(httpx2.AsyncByteStream):
                 await large()
                 large = None
             if size > self._cap:
-                self._on_over(self._cap)
+                self._on_over(f"passed {self._cap} bytes as it arrived")
                 raise BodyTooLarge(f"answer body exceeds {self._cap} bytes")
             if self._limit is None:
                 yield chunk
@@ -273,39 +297,24 @@ class CappedBody(httpx2.AsyncByteStream):
         if self._limit is not None and size > self._limit:
             whole = b"".join(held)
             held.clear()
-            over = await asyncio.to_thread(result_size, whole)  # seconds for a 20 MB answer: off the loop
+            over = await self._measure(whole)
             if over is not None and over > self._limit:
-                self._on_result_over(over)
+                self._on_over(f"holds {over} bytes of compact JSON")
                 raise BodyTooLarge(f"answer's result exceeds {self._limit} bytes")
             held.append(whole)  # one chunk: the SDK's join returns it as it is, without a copy
         while held:
             yield held.pop(0)
 
+    async def _measure(self, whole: bytes) -> int | None:
+        try:
+            return await measure_result(whole)
+        except MeasureFailed as exc:
+            assert self._on_unmeasured is not None  # set with `_limit`
+            self._on_unmeasured(len(whole), str(exc))
+            raise BodyTooLarge(f"answer of {len(whole)} bytes not measured: {exc}") from exc
+
     async def aclose(self) -> None:
         await self._body.aclose()
-
-
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
-
-def json_size(value: Any) -> int:
-    """Compact-JSON size in UTF-8, counted chunk by chunk: a 20 MB answer is not copied twice more
-    (as one string, then as its bytes) just to be measured."""
-    return sum(
-        len(chunk) if chunk.isascii() else len(chunk.encode("utf-8", "surrogatepass"))
-        for chunk in _COMPACT.iterencode(value)
-    )
-
-
-def result_size(body: bytes) -> int | None:
-    """`json_size` of a JSON-RPC answer's `result`; None for a body that is not one (the SDK then
-    reports it as it would any other)."""
-    try:
-        message = json.loads(body)
-        result = message.get("result") if isinstance(message, dict) else None
-        return json_size(result) if isinstance(result, dict) else None
-    except (ValueError, RecursionError):  # not JSON, or nested past what Python's parser takes
-        return None
 
 
 class NoticedBody(httpx2.AsyncByteStream):

@@ -50,6 +50,7 @@ from monitor.collect.client.errors import (
 from monitor.collect.client.http import (
     CappedBody,
     EventHooks,
+    declared_length,
     decode_as_it_arrives,
     large_answer_turns,
     media_type,
@@ -273,10 +274,14 @@ class Poll(Paging):
                 decode_as_it_arrives(response)  # the caps count decoded bytes
                 assert isinstance(response.stream, httpx2.AsyncByteStream)
                 response.stream = CappedBody(
-                    response.stream, 2 * self.limits.max_bytes, self._too_big, self._large_answer
+                    response.stream,
+                    2 * self.limits.max_bytes,
+                    self._too_big,
+                    self._large_answer,
+                    declared=declared_length(response),
                 )
                 if self.stage.startswith("tools/list"):
-                    response.stream.refuse_results_over(self.limits.max_bytes, self._result_too_big)
+                    response.stream.refuse_results_over(self.limits.max_bytes, self._unmeasured)
 
     async def _large_answer(self) -> None:
         """Take the process's large-answer turn (held until the listing is read or the poll ends), so
@@ -291,20 +296,22 @@ class Poll(Paging):
             self.large_turn.release()
             self.large_turn = None
 
-    def _too_big(self, cap: int) -> None:
+    def _too_big(self, how: str) -> None:
+        """An answer over the listing limit; `how`, from `CappedBody`: "passed N bytes as it arrived"."""
         if self.oversized is None:
             self.oversized = PollError(
                 PollErrorKind.LIMIT,
-                f"listing exceeds {self.limits.max_bytes} bytes: the answer to {self.stage} "
-                f"passed {cap} bytes as it arrived",
+                f"listing exceeds {self.limits.max_bytes} bytes: the answer to {self.stage} {how}",
             )
 
-    def _result_too_big(self, size: int) -> None:
+    def _unmeasured(self, size: int, why: str) -> None:
+        """An answer longer than the listing limit that could not be measured as compact JSON: refused
+        all the same (kept, it would go to the SDK's parse, which costs ten times its size)."""
         if self.oversized is None:
             self.oversized = PollError(
                 PollErrorKind.LIMIT,
-                f"listing exceeds {self.limits.max_bytes} bytes: the answer to {self.stage} "
-                f"holds {size} bytes of compact JSON",
+                f"could not measure the answer to {self.stage} ({size} bytes as sent, over the "
+                f"{self.limits.max_bytes}-byte listing limit): {why}",
             )
 
     async def _on_message(self, message: IncomingMessage) -> None:
