@@ -186,12 +186,19 @@ def test_the_slot_timer_waits_for_the_next_server_due_that_a_claim_could_take(
     """Servers already due and left unclaimed wait for a free slot in their lane, which the end of a
     poll claims: a timer for their time would fire at once, find the lane still full, and be armed
     again, in a loop. Another instance's live lease is its poll under way; this instance's own
-    leases are freed by its polls' records, which run no tick, so their next slots count."""
+    leases are freed by its polls' records, which run no tick, so their next slots count. A server
+    on a minute's interval is left to the clock: a second's delay stretches it by under 5%."""
     a, _ = schedulers
     now = datetime(2026, 1, 1, tzinfo=UTC)
     a.register(now)
     with store.sessions.begin() as session:
-        late, theirs, expired, own, later, *rest = session.scalars(select(Server).order_by(Server.id))
+        late, theirs, expired, own, later, minutely, *rest = session.scalars(
+            select(Server).order_by(Server.id)
+        )
+        for row in (late, theirs, expired, own, later, *rest):
+            row.interval_seconds = 5
+        minutely.interval_seconds = 60
+        minutely.next_poll_at = now + timedelta(seconds=0.5)
         late.next_poll_at = now - timedelta(seconds=5)
         theirs.next_poll_at = now + timedelta(seconds=1)
         theirs.lease_owner, theirs.lease_expires_at = "b", now + timedelta(seconds=30)

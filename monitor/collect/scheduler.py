@@ -47,9 +47,13 @@ LEASE_MARGIN = timedelta(seconds=30)
 """How long past a poll's own timeout a lease lasts: a process silent for that long is dead."""
 KEEPALIVE_MARGIN = 30.0
 """Seconds an idle kept connection outlasts the longest poll interval, so the next poll finds it."""
-SLOT_TIMER_FLOOR = 0.02
-"""The soonest, in seconds from now, the slot timer runs a tick: a server that becomes due while
-the tick that armed it runs is claimed that much late, not by a burst of ticks."""
+SLOT_TIMER_FLOOR = 0.05
+"""The soonest, in seconds from now, the slot timer runs a tick: at most 20 timer ticks a second,
+however many servers fall due, each claiming what fell due since the last."""
+SLOT_TIMER_SHARE = 0.05
+"""The slot timer is for servers whose interval a clock tick's delay would stretch by more than
+this share: with the clock every second, intervals under 20 s. A fleet on a minute or more is
+claimed by the clock alone, so the timer adds no transaction per slot where one would not matter."""
 
 
 def instance_id() -> str:
@@ -150,7 +154,7 @@ class Scheduler:
         self.clock.start()
         self._tick_now()  # what is due now, and the slot timer: not one clock tick later
 
-    async def tick(self) -> None:
+    async def tick(self, *, arm: bool = True) -> None:
         """Claim due servers up to each lane's free budget and start their polls.
 
         Three lanes with budgets of their own (`Lane`): servers whose last poll succeeded
@@ -159,7 +163,9 @@ class Scheduler:
         (`heavy_poll_concurrency`). So hundreds of servers that hang until their timeout, answer
         slowly, or answer with huge listings cannot take the slots of those that answer quickly.
 
-        Then the slot timer is armed for when the next server becomes due (`next_slot`).
+        Then (unless `arm` is False: a refill, which leaves the timer as it is) the slot timer is
+        armed for when the next server becomes due whose interval the clock would stretch
+        (`next_slot`).
         """
         claimed: list[int] = []
         async with self._tick_lock:  # the clock's, the slot timer's and notification ticks take turns
@@ -184,12 +190,13 @@ class Scheduler:
                     self.lanes.update(dict.fromkeys(ids, lane))
                     self._backlog = self._backlog or len(ids) == capacity
                     claimed += ids
-            try:
-                slot = await asyncio.to_thread(self.next_slot, now)
-            except Exception:  # the polls claimed above start all the same; the clock ticks on
-                log.exception("could not read when the next server is due")
-                slot = None
-            self._arm_slot_timer(slot)
+            if arm:
+                try:
+                    slot = await asyncio.to_thread(self.next_slot, now)
+                except Exception:  # the polls claimed above start all the same; the clock ticks on
+                    log.exception("could not read when the next server is due")
+                    slot = None
+                self._arm_slot_timer(slot)
         for server_id in claimed:
             target = self.targets.get(server_id) or await asyncio.to_thread(self._api_target, server_id)
             if target is None:
@@ -208,11 +215,17 @@ class Scheduler:
         clock. A server already due at `now` that the tick left unclaimed is waiting for a free slot
         in its lane, and the end of a poll claims that (`_run`): a timer for it would fire at once,
         find the lane still full, and be armed again, over and over.
+
+        Only servers on an interval the clock's tick would stretch by more than `SLOT_TIMER_SHARE`
+        count: the others are claimed by the clock.
         """
+        short = self.tick_seconds / SLOT_TIMER_SHARE
+        interval = func.coalesce(Server.interval_seconds, self.config.monitor.poll_interval)
         with self.store.sessions() as session:
             return session.scalar(
                 select(func.min(Server.next_poll_at)).where(
                     Server.next_poll_at > now,
+                    interval < short,
                     or_(
                         Server.lease_expires_at.is_(None),
                         Server.lease_expires_at < now,
@@ -251,7 +264,7 @@ class Scheduler:
             if self._backlog and (self._refill is None or self._refill.done()):
                 # Claim what this poll's slot freed now, not at the next tick: one tick's claims
                 # would otherwise cap the rate at `poll_concurrency` polls a second.
-                self._refill = asyncio.get_running_loop().create_task(self.tick())
+                self._refill = asyncio.get_running_loop().create_task(self.tick(arm=False))
 
     def _weigh(self, server_id: int, outcome: PollOutcome, seconds: float) -> None:
         """Put a server in the heavy lane when its poll was slow or big, and out when it was neither."""
