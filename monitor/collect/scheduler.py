@@ -1,9 +1,8 @@
 """Scheduling polls across any number of `serve` processes that share one database.
 
-Each tick claims the servers that are due, then arms a timer for the moment the next one becomes
-due, so a server is claimed at its slot, not up to a second after it. APScheduler's tick every
-second is the fallback clock: it sees servers registered over the API, and other instances'
-changes to the schedule. The database is the coordinator. Claiming a server moves its
+APScheduler is each process's clock: a tick every second claims the servers that are due. For
+servers on short intervals, which a second's delay would stretch, each tick also arms a timer for
+the moment the next one becomes due, so it is claimed at its slot (`Scheduler.next_slot`). The database is the coordinator. Claiming a server moves its
 `next_poll_at` one interval on and takes a lease on the row, under `FOR UPDATE SKIP LOCKED` on
 PostgreSQL, so two processes never poll a server in the same interval, and a dead process's
 servers come back when its lease runs out. SQLite allows one process, enforced by a lock file next
