@@ -2,11 +2,12 @@
 
 APScheduler is each process's clock: a tick every second claims the servers that are due. For
 servers on short intervals, which a second's delay would stretch, each tick also arms a timer for
-the moment the next one becomes due, so it is claimed at its slot (`Scheduler.next_slot`). The database is the coordinator. Claiming a server moves its
-`next_poll_at` one interval on and takes a lease on the row, under `FOR UPDATE SKIP LOCKED` on
-PostgreSQL, so two processes never poll a server in the same interval, and a dead process's
-servers come back when its lease runs out. SQLite allows one process, enforced by a lock file next
-to the database (`instancelock`).
+the moment the next one becomes due, so it is claimed at its slot (`Scheduler.next_slot`).
+
+The database is the coordinator. Claiming a server moves its `next_poll_at` one interval on and
+takes a lease on the row, under `FOR UPDATE SKIP LOCKED` on PostgreSQL, so two processes never poll
+a server in the same interval, and a dead process's servers come back when its lease runs out.
+SQLite allows one process, enforced by a lock file next to the database (`instancelock`).
 """
 
 from __future__ import annotations
