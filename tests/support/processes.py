@@ -116,6 +116,8 @@ class Process:
             self.process.stdin.close()
         # A grandchild that inherited the pipe could hold it open: bounded, and the leak check names it.
         self._pump.join(timeout=10)
+        if not self._pump.is_alive() and self.process.stdout is not None:
+            self.process.stdout.close()  # read to its end: closed here, not left to the collector
         return code
 
     def kill(self) -> int:
