@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import heapq
 import json
 import os
@@ -305,6 +306,9 @@ class Stages:
         self.polls: list[float] = []
         self.in_flight: list[int] = []
         self.ticks: list[float] = []
+        self.collections: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        self._collecting = 0.0
+        gc.callbacks.append(self._on_collection)
         claim, fetch, poll_one, tick = scheduler.claim, poller._fetch, poller.poll_one, scheduler.tick
 
         async def timed_tick(**options: bool) -> None:  # as given: a --before tree's tick takes none
@@ -337,12 +341,19 @@ class Stages:
         scheduler.claim, poller._fetch, poller.poll_one = timed_claim, timed_fetch, timed_poll
         scheduler.tick = timed_tick
 
+    def _on_collection(self, phase: str, info: dict[str, int]) -> None:
+        """The garbage collector's own wall time, by generation: it runs on the loop's thread."""
+        if phase == "start":
+            self._collecting = time.perf_counter()
+        else:
+            self.collections[info["generation"]].append(time.perf_counter() - self._collecting)
+
     async def sample(self, scheduler: Any) -> None:
         while True:
             self.in_flight.append(len(scheduler.in_flight))
             await asyncio.sleep(0.25)
 
-    def summary(self, duration: float) -> dict[str, float]:
+    def summary(self, duration: float) -> dict[str, Any]:
         q = common.quantile
         walls = [wall for wall, _ in self.claims]
         after = [max(0.0, p - f) for p, f in zip(self.polls, self.fetches, strict=False)]
@@ -362,6 +373,11 @@ class Stages:
             "record_ms_p50": 1000 * q(after, 0.5),
             "record_ms_p99": 1000 * q(after, 0.99),
             "poll_ms_p50": 1000 * q(self.polls, 0.5),
+            **{
+                f"gc{generation}": f"{len(walls)} x {1000 * sum(walls) / max(1, len(walls)):.1f} ms"
+                for generation, walls in self.collections.items()
+            },
+            "gc_ms_per_poll": 1000 * sum(map(sum, self.collections.values())) / max(1, len(self.polls)),
         }
 
 
@@ -545,7 +561,10 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
                 names = args.contenders.split(",")
                 if tree:
                     names.insert(names.index("monitor") if "monitor" in names else len(names), "before")
-                figures = {name: contend(name, urls_file, args, pids, tree) for name in names}
+                figures = {
+                    name: contend(name, urls_file, args, pids, tree if name == "before" else None)
+                    for name in names
+                }
         lines += [row(f, args.interval) for f in figures.values()]
         if set(figures) != {"raw", "monitor"}:
             lines += [

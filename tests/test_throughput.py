@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import sqlite3
 from dataclasses import replace
@@ -223,6 +224,34 @@ async def test_a_kept_client_carries_the_next_poll_on_the_same_connection() -> N
     assert first.tools == second.tools and len(first.tools) == 5
     assert len(clients) == 0
     assert len(after_first) == 1 and after_first == after_second, (after_first, after_second)
+
+
+async def test_a_poll_on_a_kept_client_leaves_nothing_for_the_garbage_collector() -> None:
+    """What a poll builds is freed by reference counting as it ends. A reference cycle per poll (a
+    cancelled task's traceback, the session and its dispatcher holding each other) once held the
+    poll and its listing, about 500 objects a poll, until a collection found them: at 5,000 servers
+    a minute the collector's walks cost the event loop 0.75 ms per poll."""
+    with raw_fleet(1) as served:
+        (url,) = served.urls
+        clients = HttpClients(keepalive=60)
+        target = Target(name="s", transport="http", url=url, origin=ServerOrigin.CONFIG)
+        try:
+            await fetch_listing(target, Limits(timeout=WAIT), clients)  # the kept client is made
+            gc.collect()
+            gc.disable()
+            gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds is kept in gc.garbage, not freed
+            try:
+                for _ in range(3):
+                    await fetch_listing(target, Limits(timeout=WAIT), clients)
+                gc.collect()
+                left = [f"{type(thing).__module__}.{type(thing).__qualname__}" for thing in gc.garbage]
+            finally:
+                gc.set_debug(0)
+                gc.garbage.clear()
+                gc.enable()
+        finally:
+            await clients.aclose()
+    assert left == []
 
 
 def established_ports(url: str) -> set[int]:
