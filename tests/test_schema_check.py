@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp_types import methods
 from pydantic import ValidationError
-from support import http_server, tool
+from support import http_server, raw_fleet, tool
 
 from monitor.collect.client import Limits, Target, fetch_listing, schema
 
@@ -433,3 +433,35 @@ async def test_a_poll_checks_its_pages_without_the_dump(
     assert (fetched.protocol_version, fetched.pages, fetched.tools) == (version, 2, listing)
     assert set(fetched.validation_errors) == {"page 2: tools.0.inputSchema.type: Field required"}
     assert dumped == (["initialize"] if era == "handshake" else []), "only other answers are dumped"
+
+
+async def test_the_same_answer_text_is_checked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Polls that get back the text of a page the check already passed (a server answering with
+    plain JSON, the same listing each time) pass it without validating it again."""
+    checked: list[str] = []
+    monkeypatch.setattr(schema, "_passed", set())  # nothing another test's polls passed
+    for model in set(schema.LISTING_MODELS.values()):  # versions share models: each wrapped once
+        monkeypatch.setattr(model, "model_validate", counted(model.model_validate, checked))
+    with raw_fleet(2) as served:
+        for url in [*served.urls, *served.urls, served.urls[0]]:
+            fetched = await fetch_listing(Target(name="s", transport="http", url=url), Limits(timeout=10))
+            assert len(fetched.tools) == 5 and fetched.validation_errors == []
+    assert len(checked) == 2, "each server's listing (a text of its own) once"
+
+
+def test_a_page_that_broke_the_schema_is_checked_every_time() -> None:
+    """Only passes are remembered: the same broken text is refused, with its errors, each time."""
+    content = json.dumps({"tools": [{"name": "broken", "inputSchema": {}}]}).encode()
+    for _ in range(2):
+        result = pydantic_core.from_json(content)
+        schema.answered(result, content)
+        with pytest.raises(ValidationError, match=r"inputSchema\.type"):
+            methods.validate_server_result("tools/list", "2025-11-25", result)
+
+
+def counted(validate: Callable[..., Any], checked: list[str]) -> Callable[..., Any]:
+    def count(*args: Any, **kwargs: Any) -> Any:
+        checked.append(validate.__qualname__)
+        return validate(*args, **kwargs)
+
+    return count

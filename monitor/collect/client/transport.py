@@ -59,6 +59,8 @@ from mcp_types import (
     RequestId,
 )
 
+from monitor.collect.client import schema
+
 log = logging.getLogger("drift_monitor.poll")
 
 _RESPONSE_KEYS = {"jsonrpc", "id", "result"}
@@ -114,6 +116,7 @@ class PollTransport(StreamableHTTPTransport):
         if message is None:
             await super()._handle_json_response(response, read_stream_writer, request_id=request_id)
             return
+        schema.answered(message.result, content)
         await read_stream_writer.send(SessionMessage(message))
 
 
