@@ -171,6 +171,14 @@ def test_one_and_true_read_alike_as_the_python_sdk_reads_them() -> None:
     assert [f.rule for f in found] == ["definition-changed"]
 
 
+def test_an_annotations_title_that_only_stops_being_null_is_explained() -> None:
+    """`annotations.title` null and absent read alike to title-changed, yet the fingerprint tells
+    them apart: the change is still explained (found by the diff's property test)."""
+    found = findings([ann(title=None)], [ann()])
+    assert [(f.rule, f.field) for f in found] == [("definition-changed", "annotations.title")]
+    assert [f.rule for f in findings([ann(title="a")], [ann()])] == ["title-changed"]
+
+
 def test_tool_added_and_removed() -> None:
     found = findings([tool("gone")], [ann(readOnlyHint=True) | {"name": "safe"}, tool("danger")])
     by_tool = {f.tool: f for f in found}

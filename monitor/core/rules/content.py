@@ -297,8 +297,10 @@ def _definition_changed(change: ToolChange) -> Iterator[Finding]:
     old_ann = annotations_of(old_tool) or {}
     new_ann = annotations_of(new_tool) or {}
     for key in sorted(set(old_ann) | set(new_ann)):
-        if key == "title" or not _differs(old_ann, new_ann, key):
+        if not _differs(old_ann, new_ann, key):
             continue
+        if key == "title" and not _same_json(old_ann.get(key), new_ann.get(key)):
+            continue  # title-changed's, unless only its presence changed (absent vs null)
         if key in HINT_DEFAULTS and _hint_effect_changed(change, key):
             continue
         yield _other_change(change, f"annotations.{key}", old_ann.get(key), new_ann.get(key))
