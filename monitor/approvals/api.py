@@ -40,6 +40,7 @@ from monitor.webapp.api.schemas import (
     ErrorOut,
     ShortStoredText,
     StoredText,
+    ToolNameText,
     not_found,
 )
 from monitor.webapp.deps import (
@@ -112,7 +113,7 @@ class ApprovalIn(BaseModel):
     version: int | None = Field(
         default=None, ge=1, le=INT32_MAX, description="The version to approve (default: the current one)"
     )
-    tools: list[Annotated[StoredText, Field(min_length=1, max_length=1000, pattern=NO_NUL)]] | None = Field(
+    tools: list[ToolNameText] | None = Field(
         default=None, max_length=100_000, description="The tools to approve (default: all of that version)"
     )
     note: Note = ""

@@ -108,6 +108,11 @@ ShortStoredText = Annotated[str, StringConstraints(max_length=200, pattern=NO_NU
 """`StoredText` of at most 200 characters, its constraints on the string itself: inside an optional
 (`ShortStoredText | None`) the OpenAPI document keeps them, where `Field(pattern=...)` on the
 union loses the pattern (and a schema-valid NUL would be refused)."""
+ToolNameText = Annotated[
+    str, StringConstraints(min_length=1, max_length=1000, pattern=NO_NUL), AfterValidator(_storable)
+]
+"""A tool's name in a request body, constrained like `ShortStoredText` (so a list of them in an
+optional field keeps its pattern in the OpenAPI document)."""
 
 _PORT = r"(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})"
 URL_PATTERN = (
