@@ -66,8 +66,9 @@ _answer: ContextVar[tuple[dict[str, Any], bytes] | None] = ContextVar("answer", 
 
 def answered(result: dict[str, Any], content: bytes) -> None:
     """The transport parsed `result` from exactly `content`, in this task: the check of `result`,
-    which comes next in the same task, may be spared if that text already passed."""
-    _answer.set((result, hashlib.sha256(content).digest()))
+    which comes next in the same task, may be spared if that text already passed (the text is
+    hashed there, only for a `tools/list` result)."""
+    _answer.set((result, content))
 
 
 def validate_server_result(
@@ -91,7 +92,9 @@ def validate_server_result(
     if listing is None or surface is not methods.SERVER_RESULTS:
         sdk_validate_server_result(method, version, data, surface=surface)
         return
-    seen = (version, answer[1]) if answer is not None and answer[0] is data else None
+    seen = None
+    if answer is not None and answer[0] is data:
+        seen = (version, hashlib.sha256(answer[1]).digest())
     if seen is not None and seen in _passed:
         return
     listing.model_validate(data, by_name=False)
