@@ -266,7 +266,7 @@ async def monitor_contender(
     clock0 = time.monotonic()
     with RssSampler(RSS_EVERY) as rss, long_running_heap():  # as `serve` runs its scheduler
         scheduler.start()
-        sampler = asyncio.create_task(stages.sample(scheduler))
+        sampler = asyncio.create_task(stages.sample(scheduler, interval))
         await asyncio.sleep(duration - (time.monotonic() - clock0))
         cpu1 = thread_cpu()
         sampler.cancel()
@@ -306,6 +306,7 @@ class Stages:
         self.polls: list[float] = []
         self.in_flight: list[int] = []
         self.ticks: list[float] = []
+        self.windows: list[tuple[int, float, float]] = []
         self.collections: dict[int, list[float]] = {0: [], 1: [], 2: []}
         self._collecting = 0.0
         gc.callbacks.append(self._on_collection)
@@ -348,10 +349,22 @@ class Stages:
         else:
             self.collections[info["generation"]].append(time.perf_counter() - self._collecting)
 
-    async def sample(self, scheduler: Any) -> None:
+    async def sample(self, scheduler: Any, interval: float) -> None:
+        """Polls in flight every 0.25 s; every interval, the polls done and the CPU the loop's
+        thread and the others spent in it, so the first window (every server's first poll in the
+        process: a new connection and client each) shows next to the later ones."""
+        loop_thread = threading.get_native_id()
+        mark = (time.monotonic(), len(self.polls), thread_cpu())
         while True:
             self.in_flight.append(len(scheduler.in_flight))
             await asyncio.sleep(0.25)
+            if time.monotonic() - mark[0] >= interval:
+                cpu = thread_cpu()
+                done = max(1, len(self.polls) - mark[1])
+                loop = cpu.get(loop_thread, 0.0) - mark[2].get(loop_thread, 0.0)
+                others = sum(cpu.values()) - sum(mark[2].values()) - loop
+                self.windows.append((len(self.polls) - mark[1], 1000 * loop / done, 1000 * others / done))
+                mark = (time.monotonic(), len(self.polls), cpu)
 
     def summary(self, duration: float) -> dict[str, Any]:
         q = common.quantile
@@ -378,6 +391,7 @@ class Stages:
                 for generation, walls in self.collections.items()
             },
             "gc_ms_per_poll": 1000 * sum(map(sum, self.collections.values())) / max(1, len(self.polls)),
+            "per_window": [f"{n} polls, {loop:.2f}+{others:.2f} ms" for n, loop, others in self.windows],
         }
 
 
@@ -395,9 +409,11 @@ def fill(store: Any, urls: list[str], interval: float) -> None:
 
     from monitor.collect.client.target import Listed
     from monitor.core.fingerprint import CanonicalListing
+    from monitor.core.rules.metas import metas_digest
     from monitor.store.polled import SuccessfulPoll
 
     forms = [CanonicalListing.of(listing) for listing in listings(TOOLS)]
+    metas = [{t["name"]: t["_meta"] for t in listing if "_meta" in t} for listing in listings(TOOLS)]
     texts = [Listed() for _ in forms]
     for text, listing in zip(texts, listings(TOOLS), strict=True):
         text.measure({"tools": listing})  # the one page's result, as the client measures it
@@ -415,6 +431,8 @@ def fill(store: Any, urls: list[str], interval: float) -> None:
                 server_info={"name": f"raw-{i:05d}", "version": "1.4.2"},
                 capabilities={"tools": {"listChanged": False}},
                 list_changed_advertised=False,
+                metas=metas[i % VARIANTS],
+                metas_digest=metas_digest(metas[i % VARIANTS]),
                 digest=texts[i % VARIANTS].digest.digest(),
             )
         )

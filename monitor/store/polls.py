@@ -141,7 +141,7 @@ class Store:
             return PollOutcome(
                 server=server.name,
                 ok=True,
-                tool_count=len(poll.listing.forms),
+                tool_count=len(poll.listing.tools),
                 fingerprint=poll.listing.fingerprint,
                 version=snapshot.version,
                 new_version=new_version,
