@@ -409,13 +409,14 @@ def fill(store: Any, urls: list[str], interval: float) -> None:
 
     from monitor.collect.client.target import Listed
     from monitor.core.fingerprint import CanonicalListing
-    from monitor.core.rules.metas import metas_digest
+    from monitor.core.rules.metas import metas_digest, metas_of
     from monitor.store.polled import SuccessfulPoll
 
-    forms = [CanonicalListing.of(listing) for listing in listings(TOOLS)]
-    metas = [{t["name"]: t["_meta"] for t in listing if "_meta" in t} for listing in listings(TOOLS)]
+    variants = listings(TOOLS)
+    forms = [CanonicalListing.of(listing) for listing in variants]
+    metas = [metas_of(listing) for listing in variants]
     texts = [Listed() for _ in forms]
-    for text, listing in zip(texts, listings(TOOLS), strict=True):
+    for text, listing in zip(texts, variants, strict=True):
         text.measure({"tools": listing})  # the one page's result, as the client measures it
     ids = dict(store_names(store))
     at = datetime.now(UTC) - timedelta(seconds=interval)

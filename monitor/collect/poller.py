@@ -31,10 +31,10 @@ from monitor.collect.targets import api_target, limits_for, resolve_targets
 from monitor.config import Config, ConfigError
 from monitor.core.clients import OWN_NAME, ClientProfile, own_identity
 from monitor.core.findings import Finding
-from monitor.core.fingerprint import META_KEY, CanonicalListing, NotIJSONError
+from monitor.core.fingerprint import CanonicalListing, NotIJSONError
 from monitor.core.listing import ListingError, duplicated_tools, validate_tools
 from monitor.core.rules.listings import duplicate_tool_names
-from monitor.core.rules.metas import metas_digest
+from monitor.core.rules.metas import metas_digest, metas_of
 from monitor.core.states import PollErrorKind, ServerOrigin
 from monitor.store import PollOutcome, Store
 from monitor.store.digests import current_digests
@@ -184,7 +184,7 @@ class Poller:
         *,
         own_checked: bool = False,
     ) -> PollOutcome:
-        metas = _metas(fetched.tools)
+        metas = metas_of(fetched.tools)
         if not seen_again or job.server_id not in self.metas_seen:  # the same text: the same _meta
             self.metas_seen[job.server_id] = metas_digest(metas)
         prepared = None  # without one, the writer computes the diff itself, and records what goes wrong
@@ -334,10 +334,6 @@ def raw_payload(tools: list[Any]) -> str | None:
     except (RecursionError, ValueError):
         return None
     return text if len(text) <= RAW_PAYLOAD_LIMIT else text[:RAW_PAYLOAD_LIMIT] + "\n[cut at 1 MiB]"
-
-
-def _metas(tools: list[dict[str, Any]]) -> dict[str, Any]:
-    return {tool["name"]: tool[META_KEY] for tool in tools if META_KEY in tool}
 
 
 def _configured_own(job: Job) -> bool:

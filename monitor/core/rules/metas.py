@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from monitor.core.findings import Finding, Severity, ToolChange
+from monitor.core.fingerprint import META_KEY
 from monitor.core.rules.catalog import CATALOG, Rule
 from monitor.core.text import make_visible
 
@@ -74,6 +75,11 @@ def meta_changes(
             )
         )
     return found
+
+
+def metas_of(tools: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Tool name -> `_meta`, for the tools of a listing that send one (what a version keeps)."""
+    return {tool["name"]: tool[META_KEY] for tool in tools if META_KEY in tool}
 
 
 def metas_digest(metas: Mapping[str, Any]) -> str:
