@@ -156,13 +156,14 @@ def listen_protocol_0(host: str, port: int) -> socket.socket:
 
 def serve(database_url: str, listen_proto0: bool) -> None:
     """The app's process: the app behind a listener from `monitor.service._listen`, handed to uvicorn,
-    with the garbage collector set by `monitor.service.long_running_heap`, as `serve` does (with
+    with the garbage collector set by `monitor.service.runtime.long_running_heap`, as `serve` does (with
     Python's defaults the app made full collections of 80-110 ms, 7 in three cases; with it, 2 of
     30-55 ms). Prints `READY <port> <the listener's protocol>`."""
     import uvicorn
     from support.web import make_app
 
     from monitor import service
+    from monitor.service import runtime
     from monitor.store import Store, make_engine
 
     if listen_proto0:
@@ -171,7 +172,7 @@ def serve(database_url: str, listen_proto0: bool) -> None:
     listener = service._listen(HOST, 0)
     print(f"READY {listener.getsockname()[1]} {listener.proto}", flush=True)
     config = uvicorn.Config(app, http="httptools", lifespan="on", log_level="warning", access_log=False)
-    with service.long_running_heap():  # the garbage collector as `serve` sets it
+    with runtime.long_running_heap():  # the garbage collector as `serve` sets it
         asyncio.run(uvicorn.Server(config).serve(sockets=[listener]))
 
 

@@ -74,7 +74,7 @@ async def contend(
     from monitor.collect.scheduler import LeaseRelease, Scheduler, instance_id
     from monitor.config import Config, MonitorSettings, ServerConfig
     from monitor.notify.alerts import alerting_store
-    from monitor.service import long_running_heap
+    from monitor.service.runtime import long_running_heap
     from monitor.store import make_engine, migrate
     from monitor.store.marks import from_epoch_ms
     from monitor.store.models import PollAttempt, PollMark, Server

@@ -24,7 +24,7 @@ import pydantic_core
 from raw_fleet import listings
 
 from monitor.collect.client import schema
-from monitor.service import long_running_heap
+from monitor.service.runtime import long_running_heap
 
 TOOLS = 50
 PASSES = 4

@@ -32,10 +32,12 @@ def gate(store: Store) -> Iterator[Gate]:
 
 
 def full(gate: Gate) -> DecisionLane:
-    """The lane with every slot taken, as by decisions in progress, and a short `max_wait`."""
+    """The lane with every slot taken, as by decisions in progress, and a short `max_wait`; no pace
+    measured (the decisions before set one), so every request waits its `max_wait`."""
     lane: DecisionLane = gate.client.app.state.decision_lane  # type: ignore[attr-defined]
     lane.free = 0
     lane.max_wait = 0.01
+    lane.hold = None
     return lane
 
 
@@ -73,7 +75,7 @@ def test_a_call_without_a_slot_in_time_gets_its_hosts_fail_closed_answer(gate: G
     assert gate.hook("Bash") == {}  # not an MCP tool: no opinion, as when decided
     unreadable = gate.client.post("/api/v1/hooks/claude-code", content=b"{not json")
     assert unreadable.status_code == 200 and permission(unreadable.json()) == "deny"
-    assert unanswered(gate) == {"max-waiting": 0.0, "max-wait": 8.0}
+    assert unanswered(gate) == {"max-waiting": 0.0, "max-wait": 8.0, "expected-wait": 0.0}
 
     lane.free, lane.max_wait = lane.at_once, 4
     assert permission(gate.hook("mcp__demo__lookup")) is None
@@ -136,3 +138,36 @@ def test_slots_go_to_the_oldest_waiting_request_and_a_deadline_gives_up() -> Non
         return order
 
     assert asyncio.run(scenario()) == ["expired:False", "first:True", "second:True"]
+
+
+def test_a_call_that_would_wait_past_max_wait_at_the_lanes_pace_is_answered_at_once() -> None:
+    """Two slots held, each for 20 s of late: the first two to wait would get a slot within the
+    30 s `max_wait` (10 s, 20 s), the third not (30 s): it is answered at once, not after 30 s."""
+
+    async def scenario() -> tuple[list[bool], int, int]:
+        lane = DecisionLane(at_once=2, max_waiting=100, max_wait=30.0)
+        deadline = time.monotonic() + lane.max_wait
+        assert await lane.enter(deadline) and await lane.enter(deadline)
+        lane.hold = 20.0
+        waiters = [asyncio.create_task(lane.enter(deadline)) for _ in range(2)]
+        await asyncio.sleep(0)  # both queued
+        hopeless = await asyncio.wait_for(lane.enter(deadline), 10)
+        lane.leave()
+        lane.leave()
+        admitted = list(await asyncio.gather(*waiters))
+        for _ in admitted:
+            lane.leave()
+        return [*admitted, hopeless], lane.hopeless, lane.free
+
+    assert asyncio.run(scenario()) == ([True, True, False], 1, 2)
+
+
+def test_the_lanes_pace_is_how_long_admitted_requests_held_their_slots() -> None:
+    lane = DecisionLane(at_once=2, max_waiting=100, max_wait=1.0)
+    assert lane.hold is None  # no pace yet: a waiter waits, whatever the queue
+    lane.free = 0
+    lane.leave(0.5)
+    assert lane.hold == 0.5
+    lane.free = 0
+    lane.leave(1.5)
+    assert lane.hold == pytest.approx(0.5 + 0.2 * (1.5 - 0.5))

@@ -14,7 +14,11 @@ not starve it (docs/approvals.md, "Under load"):
   answer (`ask`, or `deny` under `stale_decision = "deny"`; never `allow`, never an error status,
   which a host takes as "run it"), the decision API a 503 with `Retry-After`. Such an answer costs
   the loop a fraction of what a decision does, so a burst is answered in bounded time instead of
-  queueing past the host's timeout.
+  queueing past the host's timeout. One that the lane's recent pace says would wait past
+  `max_wait` (the waiters ahead of it, times how long an admitted request has held its slot of
+  late, over the slots) is answered so at once, instead of after waiting for nothing: under a burst,
+  the calls that cannot be decided in time get their answer as soon as they are read, and the tail
+  of the burst no longer waits `max_wait` on top of the time it took to read it.
 - **Its own threads.** Decisions run on the lane's few threads, not on the request threads that
   pages and the other API routes share, so no page waits in front of a decision.
 
@@ -35,6 +39,9 @@ from typing import ParamSpec, TypeVar
 from prometheus_client.core import CounterMetricFamily, Metric
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+PACE_WEIGHT = 0.2
+"""The weight of the newest hold time in the lane's moving average of them."""
 
 THREADS = 4
 """Threads deciding at once: a decision is one indexed read and Python, so more threads would
@@ -63,6 +70,10 @@ class DecisionLane:
         """Answered at once because `max_waiting` requests were already waiting."""
         self.late = 0
         """Answered without deciding because no slot came free within `max_wait`."""
+        self.hopeless = 0
+        """Answered at once without deciding: at the lane's pace, no slot would come free in time."""
+        self.hold: float | None = None
+        """How long an admitted request holds its slot, a moving average (seconds; None: none yet)."""
         self._lock = threading.Lock()
         self._threads: ThreadPoolExecutor | None = None
 
@@ -75,11 +86,15 @@ class DecisionLane:
         if self.queued >= self.max_waiting:
             self.refused += 1
             return False
+        now = time.monotonic()
+        if self.hold is not None and (self.queued + 1) * self.hold / self.at_once > deadline - now:
+            self.hopeless += 1
+            return False
         loop = asyncio.get_running_loop()
         turn: asyncio.Future[bool] = loop.create_future()
         self.waiting.append(turn)
         self.queued += 1
-        timer = loop.call_later(max(0.0, deadline - time.monotonic()), self._give_up, turn)
+        timer = loop.call_later(max(0.0, deadline - now), self._give_up, turn)
         try:
             admitted = await turn
         except asyncio.CancelledError:
@@ -101,8 +116,11 @@ class DecisionLane:
             self.queued -= 1
             turn.set_result(False)
 
-    def leave(self) -> None:
-        """A slot back: to the oldest request still waiting, else free."""
+    def leave(self, held: float | None = None) -> None:
+        """A slot back: to the oldest request still waiting, else free. `held`: for how long (seconds),
+        the lane's pace."""
+        if held is not None:
+            self.hold = held if self.hold is None else self.hold + PACE_WEIGHT * (held - self.hold)
         while self.waiting:
             turn = self.waiting.popleft()
             if not turn.done():
@@ -136,11 +154,13 @@ class DecisionLane:
         family = CounterMetricFamily(
             "drift_monitor_decisions_unanswered",
             "Decision requests answered without deciding (a host hook's fail-closed answer, the "
-            "decision API's 503), by why: too many in the process at once, or waited past max_wait.",
+            "decision API's 503), by why: too many in the process at once, waited past max_wait, or "
+            "would have, at the lane's recent pace.",
             labels=["why"],
         )
         family.add_metric(["max-waiting"], self.refused)
         family.add_metric(["max-wait"], self.late)
+        family.add_metric(["expected-wait"], self.hopeless)
         return [family]
 
 
@@ -167,10 +187,11 @@ class Admission:
             body = await _body(receive, self.limit)
             await answer(body)(scope, _nothing, send)
             return
+        admitted = time.monotonic()
         try:
             await self.app(scope, receive, send)
         finally:
-            self.lane.leave()
+            self.lane.leave(time.monotonic() - admitted)
 
 
 async def _body(receive: Receive, limit: int) -> bytes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 from typing import Any
 
 from monitor.cli import logs
@@ -33,7 +34,9 @@ def _run_serve(args: argparse.Namespace) -> int:
     config = load(args)
     logs.configure(args.log_level, args.log_format)
     try:
-        asyncio.run(serve(config, args.host, args.port, ready=lambda url: print(f"READY {url}", flush=True)))
+        ready = lambda url: print(f"READY {url}", flush=True)  # noqa: E731
+        log_setup = functools.partial(logs.configure, args.log_level, args.log_format)
+        asyncio.run(serve(config, args.host, args.port, ready=ready, log_setup=log_setup))
     except (InstanceLockError, SchemaNotReady, StartupError) as exc:
         raise CommandError(str(exc)) from None
     return EXIT_OK

@@ -249,11 +249,17 @@ class DecisionSettings(BaseModel):
     wait, at most `max_waiting` of them, each at most `max_wait` seconds for its turn, then it is
     answered without deciding: a hook's `stale_decision` (never allow), the
     API's 503 (`monitor.approvals.lane`)."""
+    listen: str | None = None
+    """`HOST:PORT` where `serve` also answers host hooks, the ToolHive PDP, the decision API,
+    `/healthz` and `/metrics` from a process of its own, so that polling and pages never share its
+    CPU (docs/approvals.md, "Under load"); off when unset."""
+    processes: int = Field(default=2, ge=1, le=16)
+    """How many processes answer on `listen`, each taking connections as it is free."""
     agentgateway_listen: str | None = None
     """`HOST:PORT` where `serve` answers agentgateway's MCP guardrails (ExtMcp over cleartext gRPC,
     docs/integrations.md); off when unset."""
 
-    @field_validator("agentgateway_listen")
+    @field_validator("listen", "agentgateway_listen")
     @classmethod
     def _listen_address(cls, value: str | None) -> str | None:
         if value is None:

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from anyio import to_thread
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
@@ -216,12 +216,14 @@ def create_app(
     *,
     poll_now: PollNow | None = None,
     alerting: Alerting | None = None,
+    decisions_only: bool = False,
 ) -> FastAPI:
-    """The whole web layer over `store`.
+    """The whole web layer over `store`, or with `decisions_only` the decision process's part of it
+    (host hooks, the ToolHive PDP, the decision API, /healthz and /metrics: `monitor.service.decisions`).
 
-    `poll_now(name)` serves POST /servers/{name}/poll (503 when None). `alerting` is the policy that
-    closing a session resolves its alerts with; pass the service's own so its deliverer is woken
-    (default: one built from `config`).
+    `poll_now(name)` serves POST /servers/{name}/poll (503 when None) and `refresh_on_decision`.
+    `alerting` is the policy that closing a session resolves its alerts with; pass the service's own
+    so its deliverer is woken (default: one built from `config`).
     """
     token = (os.environ.get(config.monitor.api_token_env) or "").strip() or None
 
@@ -296,15 +298,16 @@ def create_app(
     def openapi() -> Response:
         return ApiJSONResponse(app.openapi())
 
-    routers = (
-        *(module.router for module in (health, servers, snapshots, changes, alerts, sessions)),
-        approvals_api.router,
-        approvals_api.decisions,
-        silences.router,
-        fingerprint.router,
-        views.router,
-        identity_api.router,
-    )
+    routers: tuple[APIRouter, ...] = (health.router, approvals_api.decisions)
+    if not decisions_only:
+        routers += (
+            *(module.router for module in (servers, snapshots, changes, alerts, sessions)),
+            approvals_api.router,
+            silences.router,
+            fingerprint.router,
+            views.router,
+            identity_api.router,
+        )
     for router in routers:
         app.include_router(router, dependencies=[Depends(known_query_only)])
     app.include_router(health.public)
@@ -316,21 +319,27 @@ def create_app(
     threads = settings.at_once if settings.refresh_on_decision else THREADS  # a refresh waits for a poll
     lane = DecisionLane(settings.at_once, settings.max_waiting, settings.max_wait, threads)
     app.state.decision_lane = lane
-    for page_module in (
-        identity_pages,
-        overview,
-        server_pages,
-        alert_pages,
-        alert_page,
-        session_pages,
-        silence_pages,
-        at,
-        search,
-        refresh,
-        approval_pages,
-    ):
+    pages = (
+        ()
+        if decisions_only
+        else (
+            identity_pages,
+            overview,
+            server_pages,
+            alert_pages,
+            alert_page,
+            session_pages,
+            silence_pages,
+            at,
+            search,
+            refresh,
+            approval_pages,
+        )
+    )
+    for page_module in pages:
         app.include_router(page_module.router)
-    app.mount("/static", StaticFiles(directory=WEB / "static"), name="static")
+    if not decisions_only:
+        app.mount("/static", StaticFiles(directory=WEB / "static"), name="static")
     app.add_middleware(BodyLimit, limit=config.monitor.max_request_bytes)
     app.add_middleware(
         Authenticate,

@@ -1,15 +1,15 @@
-"""`drift-monitor serve`: the scheduler, alert delivery, watch sessions and the web app in one process."""
+"""`drift-monitor serve`: the scheduler, alert delivery, watch sessions and the web app in one process,
+and, with `[decisions] listen`, a process answering decisions (`monitor.service.decisions`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import errno
-import gc
 import logging
 import signal
 import socket
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import uvicorn
@@ -27,6 +27,8 @@ from monitor.notify.alerts import Alerting, alerting_store
 from monitor.notify.delivery import Deliverer
 from monitor.notify.repost import repost_open_alerts
 from monitor.notify.sinks import reposts_open_alerts
+from monitor.service.decisions import DecisionProcess
+from monitor.service.runtime import QuietServer, long_running_heap
 from monitor.sessions import service as sessions
 from monitor.store import PollOutcome, Store, check_schema, make_engine
 from monitor.webapp.app import create_app
@@ -34,19 +36,21 @@ from monitor.webapp.app import create_app
 log = logging.getLogger("drift_monitor.service")
 
 
-class _QuietServer(uvicorn.Server):
-    """uvicorn without its own signal handling: the service owns SIGTERM and shuts down in order."""
+async def serve(
+    config: Config,
+    host: str,
+    port: int,
+    *,
+    ready: Callable[[str], None] | None = None,
+    log_setup: Callable[[], None] | None = None,
+) -> None:
+    """Run until SIGTERM or SIGINT, then stop claiming polls, finish or abandon them, and exit.
 
-    @contextlib.contextmanager
-    def capture_signals(self):  # type: ignore[no-untyped-def]
-        yield
-
-
-async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], None] | None = None) -> None:
-    """Run until SIGTERM or SIGINT, then stop claiming polls, finish or abandon them, and exit."""
+    `log_setup` sets up the decision process's logging as this process's was (it must pickle)."""
     lock = lock_sqlite(config.monitor.database_url)
     engine = make_engine(config.monitor.database_url)
     gateway: GatewayServer | None = None
+    decision_listener: socket.socket | None = None
     try:
         check_schema(engine)
         owner = instance_id()
@@ -59,7 +63,7 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
         watch = WatchManager(store, scheduler)
         app = create_app(store, config, poll_now=_poll_now(poller, scheduler), alerting=alerting)
         gateway = _gateway(app.state.decision_point, app.state.web.identity, config)
-        server = _QuietServer(  # log_config and log_level None: uvicorn logs through the process's
+        server = QuietServer(  # log_config and log_level None: uvicorn logs through the process's
             # handlers at the levels `cli.logs` set (a level here would turn its access lines back on)
             # httptools, not h11: reading a burst of 1,000 hook calls in pure Python delayed every answer
             # past the decision lane's bound (docs/approvals.md, "Under load")
@@ -75,6 +79,9 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
 
         listener = _listen(host, port)
         bound = listener.getsockname()[1]
+        if config.decisions.listen is not None:
+            decision_host, _, decision_port = config.decisions.listen.rpartition(":")
+            decision_listener = _listen(decision_host.strip("[]"), int(decision_port))
         background = [
             asyncio.create_task(server.serve(sockets=[listener]), name="web"),
             asyncio.create_task(deliverer.run(stop), name="deliveries"),
@@ -84,6 +91,10 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
         if any(reposts_open_alerts(webhook) for webhook in config.webhooks):
             repost = _repost_forever(store, alerting, config.monitor.alert_repost_interval, stop)
             background.append(asyncio.create_task(repost, name="repost"))
+        if decision_listener is not None:
+            for _ in range(config.decisions.processes):
+                decisions = DecisionProcess(config, decision_listener, log_setup)
+                background.append(asyncio.create_task(decisions.run(stop), name="decisions"))
         with long_running_heap():
             scheduler.start()
             if gateway is not None:
@@ -106,6 +117,8 @@ async def serve(config: Config, host: str, port: int, *, ready: Callable[[str], 
     finally:
         if gateway is not None:  # stopped already after a clean shutdown; stopping again is a no-op
             gateway.stop(0)
+        if decision_listener is not None:
+            decision_listener.close()
         engine.dispose()
         if lock is not None:
             lock.close()
@@ -127,32 +140,6 @@ def _gateway(point: DecisionPoint, identity: Identity, config: Config) -> Gatewa
         )
     except OSError as exc:
         raise StartupError(str(exc)) from None
-
-
-GC_YOUNG_THRESHOLD = 10_000
-"""Allocations between two collections of the youngest generation (Python's default is 700)."""
-
-
-@contextlib.contextmanager
-def long_running_heap() -> Iterator[None]:
-    """The garbage collector set for a process that polls for hours: measured, it was a third of the
-    event loop's CPU per poll with Python's defaults.
-
-    Everything built at start-up (the SDK's and SQLAlchemy's modules and models, the config, the
-    store) lives as long as the process, yet every full collection walked it again: it is frozen
-    out of collection (`gc.freeze`). A poll allocates thousands of short-lived objects, and with
-    the default threshold of 700 those alive at a collection (other polls in flight) were promoted
-    and walked by older generations' collections again: collecting the youngest generation every
-    10,000 allocations promotes far fewer. On exit the collector is set back as it was found.
-    """
-    thresholds = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, *thresholds[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
 
 
 class StartupError(Exception):
