@@ -7,6 +7,9 @@ Several `serve` instances each expose their own: `sum()` them in queries. What i
 than an event (servers, versions, open alerts) is a gauge read from the database at scrape time
 (`monitor.webapp.api.health`).
 
+`serve`'s decision processes (`monitor.service.decisions`) send theirs to the main process, whose
+`/metrics` gives every process's together (`merged`): one scrape target, whatever the process count.
+
 Label sets are bounded: outcomes, severities, alert events, and webhook names from the config file;
 no server names here (those are on the per-server gauges, one series per registered server).
 """
@@ -14,9 +17,12 @@ no server names here (those are on the per-server gauges, one series per registe
 from __future__ import annotations
 
 import platform
+from collections.abc import Iterable
 from importlib import metadata
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import Metric
+from prometheus_client.samples import Sample
 
 from monitor.core.findings import Severity
 
@@ -82,3 +88,29 @@ for _severity in [*Severity, "none"]:
 for _event in ("opened", "acknowledged", "resolved"):
     for _severity in Severity:
         ALERT_EVENTS.labels(_event, str(_severity))
+
+
+def merged(families: Iterable[Metric]) -> list[Metric]:
+    """The metric families of several processes as one process's: a counter's or a histogram's
+    series summed (its `_created` the earliest), a gauge's as the first process with it gives it.
+    Families keep the order they first appear in."""
+    combined: dict[str, Metric] = {}
+    values: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
+    for family in families:
+        if family.name not in combined:
+            combined[family.name] = Metric(family.name, family.documentation, family.type, family.unit)
+            values[family.name] = {}
+        series = values[family.name]
+        for sample in family.samples:
+            key = (sample.name, tuple(sorted(sample.labels.items())))
+            if key not in series:
+                series[key] = sample.value
+            elif sample.name.endswith("_created"):
+                series[key] = min(series[key], sample.value)
+            elif family.type != "gauge":
+                series[key] += sample.value
+    for name, family in combined.items():
+        family.samples = [
+            Sample(sample, dict(labels), value) for (sample, labels), value in values[name].items()
+        ]
+    return list(combined.values())

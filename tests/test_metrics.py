@@ -150,3 +150,56 @@ def test_a_new_version_is_one_line_with_its_worst_severity(caplog: pytest.LogCap
         (logging.WARNING, "server search: new version 2 (3 tools, 2 findings, worst critical)"),
         (logging.INFO, "server search: new version 2 (3 tools, 1 findings, worst low)"),
     ]
+
+
+def test_the_metrics_of_several_processes_merge_into_one_processs() -> None:
+    """`serve`'s decision processes report theirs to the main process, whose /metrics gives the sum:
+    two real registries, as two processes would have them."""
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+    from monitor.metrics import merged
+
+    def process(decisions: dict[str, int], timings: list[float], build: str) -> list[Any]:
+        registry = CollectorRegistry()
+        counter = Counter("decisions", "d", ["decision"], registry=registry)
+        for decision, count in decisions.items():
+            counter.labels(decision).inc(count)
+        histogram = Histogram("took", "t", buckets=(0.1, 1.0), registry=registry)
+        for timing in timings:
+            histogram.observe(timing)
+        Gauge("build", "b", ["version"], registry=registry).labels(build).set(1)
+        return list(registry.collect())
+
+    first = process({"allow": 3, "deny": 1}, [0.05, 0.5], "1.0")
+    second = process({"allow": 2, "ask": 4}, [2.0], "1.0")
+    allow_created = [
+        sample.value
+        for family in [*first, *second]
+        for sample in family.samples
+        if sample.name == "decisions_created" and sample.labels == {"decision": "allow"}
+    ]
+    families = merged([*first, *second])
+    assert [family.name for family in families] == ["decisions", "took", "build"]
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in families
+        for sample in family.samples
+        if not sample.name.endswith("_created")
+    }
+    assert samples == {
+        ("decisions_total", (("decision", "allow"),)): 5.0,
+        ("decisions_total", (("decision", "deny"),)): 1.0,
+        ("decisions_total", (("decision", "ask"),)): 4.0,
+        ("took_bucket", (("le", "0.1"),)): 1.0,
+        ("took_bucket", (("le", "1.0"),)): 2.0,
+        ("took_bucket", (("le", "+Inf"),)): 3.0,
+        ("took_count", ()): 3.0,
+        ("took_sum", ()): 2.55,
+        ("build", (("version", "1.0"),)): 1.0,  # a gauge is not summed
+    }
+    (earliest,) = [
+        s.value
+        for s in families[0].samples
+        if s.name == "decisions_created" and s.labels == {"decision": "allow"}
+    ]
+    assert len(allow_created) == 2 and earliest == min(allow_created)

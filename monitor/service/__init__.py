@@ -46,7 +46,7 @@ async def serve(
 ) -> None:
     """Run until SIGTERM or SIGINT, then stop claiming polls, finish or abandon them, and exit.
 
-    `log_setup` sets up the decision process's logging as this process's was (it must pickle)."""
+    `log_setup` sets up the decision processes' logging as this process's was (it must pickle)."""
     lock = lock_sqlite(config.monitor.database_url)
     engine = make_engine(config.monitor.database_url)
     gateway: GatewayServer | None = None
@@ -61,7 +61,21 @@ async def serve(
         scheduler = Scheduler(store, poller, config, owner)
         scheduler.register(datetime.now(UTC))
         watch = WatchManager(store, scheduler)
-        app = create_app(store, config, poll_now=_poll_now(poller, scheduler), alerting=alerting)
+        decisions: list[DecisionProcess] = []
+        if config.decisions.listen is not None:
+            decision_host, _, decision_port = config.decisions.listen.rpartition(":")
+            decision_listener = _listen(decision_host.strip("[]"), int(decision_port))
+            decisions = [
+                DecisionProcess(config, decision_listener, log_setup)
+                for _ in range(config.decisions.processes)
+            ]
+        app = create_app(
+            store,
+            config,
+            poll_now=_poll_now(poller, scheduler),
+            alerting=alerting,
+            peer_metrics=lambda: [family for process in decisions for family in process.families()],
+        )
         gateway = _gateway(app.state.decision_point, app.state.web.identity, config)
         server = QuietServer(  # log_config and log_level None: uvicorn logs through the process's
             # handlers at the levels `cli.logs` set (a level here would turn its access lines back on)
@@ -79,9 +93,6 @@ async def serve(
 
         listener = _listen(host, port)
         bound = listener.getsockname()[1]
-        if config.decisions.listen is not None:
-            decision_host, _, decision_port = config.decisions.listen.rpartition(":")
-            decision_listener = _listen(decision_host.strip("[]"), int(decision_port))
         background = [
             asyncio.create_task(server.serve(sockets=[listener]), name="web"),
             asyncio.create_task(deliverer.run(stop), name="deliveries"),
@@ -91,10 +102,7 @@ async def serve(
         if any(reposts_open_alerts(webhook) for webhook in config.webhooks):
             repost = _repost_forever(store, alerting, config.monitor.alert_repost_interval, stop)
             background.append(asyncio.create_task(repost, name="repost"))
-        if decision_listener is not None:
-            for _ in range(config.decisions.processes):
-                decisions = DecisionProcess(config, decision_listener, log_setup)
-                background.append(asyncio.create_task(decisions.run(stop), name="decisions"))
+        background += [asyncio.create_task(process.run(stop), name="decisions") for process in decisions]
         with long_running_heap():
             scheduler.start()
             if gateway is not None:

@@ -4,10 +4,14 @@ A host runs the tool when its hook does not answer in time, and on the main port
 share one event loop, one interpreter lock and one process's share of the cores with polling, pages
 and their garbage collections: when other work took the machine, that process got a third of a core
 and a burst of 1,000 hook calls was answered in 1.3-1.8 s (docs/approvals.md, "Under load"). Here
-the host hooks, the ToolHive PDP, the decision API, `/healthz` and this process's `/metrics` are
-served by a process that does nothing else, so the operating system gives decisions a share of the
-cores of their own. It decides from the same database as every instance (the decision view follows
-each server's `decision_generation`), so its answers are those of the main port.
+the host hooks, the ToolHive PDP, the decision API and `/healthz` are served by processes that do
+nothing else, so the operating system gives decisions a share of the cores of their own (two
+processes by default: one's loop reads a burst while the other's decides). Each sends its counters
+and histograms to `serve` every `REPORT_EVERY` seconds, and the main port's `/metrics` adds them to
+its own (`monitor.metrics.merged`), those of a process that has ended included, so a scrape sees one
+monotonic count whichever process answered. They decide from the same database as every instance
+(the decision view follows each server's `decision_generation`), so their answers are the main
+port's.
 
 `serve` binds the address itself (an error is reported at start, port 0 works, connections queue
 while this process starts), starts the process, and starts another when it ends unexpectedly; the
@@ -22,17 +26,23 @@ import logging
 import multiprocessing
 import signal
 import socket
+import threading
 import time
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
 import uvicorn
+from fastapi import FastAPI
+from prometheus_client.core import Metric
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, ConfigError
+from monitor.metrics import merged
 from monitor.notify.alerts import alerting_store
 from monitor.service.runtime import QuietServer, long_running_heap
 from monitor.store import PollOutcome, Store, make_engine
+from monitor.webapp.api.health import process_families
 from monitor.webapp.app import create_app
 from monitor.webapp.context import PollNow
 
@@ -46,6 +56,8 @@ STABLE = 60.0
 """A process that ran this long before it ended starts the count of failures in a row again."""
 STOP_GRACE = 5.0
 """Seconds the process gets to answer the requests under way when `serve` stops."""
+REPORT_EVERY = 1.0
+"""Seconds between two reports of a decision process's metrics to `serve`."""
 
 
 class DecisionProcess:
@@ -58,16 +70,31 @@ class DecisionProcess:
         self.address = "{}:{}".format(*listener.getsockname()[:2])
         self.process: BaseProcess | None = None
         self.starts = 0
+        self.latest: list[Metric] = []
+        """The metrics the running process reported last."""
+        self.ended: list[Metric] = []
+        """Those its predecessors reported last, summed: counted still, so counts never fall."""
+
+    def families(self) -> list[Metric]:
+        """What this process and its predecessors counted (any thread)."""
+        return [*self.ended, *self.latest]
 
     async def run(self, stop: asyncio.Event) -> None:
         """Keep one process answering until `stop` is set, then stop it (SIGTERM, then SIGKILL)."""
         delay = RESTART_FIRST
         while not stop.is_set():
-            process = self._start()
+            process, reports = self._start()
+            loop = asyncio.get_running_loop()
+            loop.add_reader(reports.fileno(), self._receive, reports)
             started = time.monotonic()
-            if not await _ends_before(process, stop):
-                await asyncio.to_thread(_stop, process)
-                return
+            try:
+                if not await _ends_before(process, stop):
+                    await asyncio.to_thread(_stop, process)
+                    return
+            finally:
+                loop.remove_reader(reports.fileno())
+                reports.close()
+                self.ended, self.latest = merged([*self.ended, *self.latest]), []
             process.join()
             if time.monotonic() - started >= STABLE:
                 delay = RESTART_FIRST
@@ -82,14 +109,22 @@ class DecisionProcess:
                 await asyncio.wait_for(stop.wait(), delay)
             delay = min(delay * 2, RESTART_MAX)
 
-    def _start(self) -> BaseProcess:
+    def _receive(self, reports: Connection) -> None:
+        try:
+            self.latest = reports.recv()
+        except (EOFError, OSError):  # the process has ended: its sentinel says so too
+            asyncio.get_running_loop().remove_reader(reports.fileno())
+
+    def _start(self) -> tuple[BaseProcess, Connection]:
         context = multiprocessing.get_context("spawn")  # a new interpreter: no threads or loop copied
+        reports, report = context.Pipe(duplex=False)
         process = context.Process(
             target=answer_decisions,
-            args=(self.config, self.listener, self.log_setup),
+            args=(self.config, self.listener, report, self.log_setup),
             name="drift-monitor decisions",
         )
         process.start()
+        report.close()  # the process's end now: at its exit, `reports` reads the end of the pipe
         self.process = process
         self.starts += 1
         log.info(
@@ -98,7 +133,7 @@ class DecisionProcess:
             process.pid,
             extra={"event": "decisions.process_started"},
         )
-        return process
+        return process, reports
 
 
 async def _ends_before(process: BaseProcess, stop: asyncio.Event) -> bool:
@@ -131,7 +166,9 @@ def _stop(process: BaseProcess) -> None:
 # --- in the decision process --------------------------------------------------------------------
 
 
-def answer_decisions(config: Config, listener: socket.socket, log_setup: Callable[[], None] | None) -> None:
+def answer_decisions(
+    config: Config, listener: socket.socket, report: Connection, log_setup: Callable[[], None] | None
+) -> None:
     """The decision process's whole life: serve until SIGTERM or until its parent is gone.
 
     SIGINT is ignored: a Ctrl-C reaches the whole process group, and `serve` stops this process
@@ -139,10 +176,10 @@ def answer_decisions(config: Config, listener: socket.socket, log_setup: Callabl
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if log_setup is not None:
         log_setup()
-    asyncio.run(_serve(config, listener))
+    asyncio.run(_serve(config, listener, report))
 
 
-async def _serve(config: Config, listener: socket.socket) -> None:
+async def _serve(config: Config, listener: socket.socket, report: Connection) -> None:
     engine = make_engine(config.monitor.database_url)
     try:
         store, alerting = alerting_store(engine, config)  # a refresh's findings alert as any poll's
@@ -157,6 +194,8 @@ async def _serve(config: Config, listener: socket.socket) -> None:
             server.should_exit = True
 
         loop.add_signal_handler(signal.SIGTERM, leave)
+        reporter = threading.Thread(target=_report, args=(report, app), name="metrics-report", daemon=True)
+        reporter.start()
         parent = multiprocessing.parent_process()
         if parent is not None:  # readable once `serve` is gone, however it ended
             loop.add_reader(parent.sentinel, leave)
@@ -164,6 +203,16 @@ async def _serve(config: Config, listener: socket.socket) -> None:
             await server.serve(sockets=[listener])
     finally:
         engine.dispose()
+
+
+def _report(report: Connection, app: FastAPI) -> None:
+    """This process's metrics to `serve`, every `REPORT_EVERY` seconds, until `serve` is gone."""
+    while True:
+        try:
+            report.send(process_families(app))
+        except OSError:
+            return
+        time.sleep(REPORT_EVERY)
 
 
 def _refresh(store: Store, config: Config) -> PollNow:

@@ -66,7 +66,7 @@ from monitor.webapp.api import (
 )
 from monitor.webapp.api.schemas import PATTERN_MESSAGES, ApiJSONResponse
 from monitor.webapp.api.strict import known_query_only
-from monitor.webapp.context import PollNow, WebContext
+from monitor.webapp.context import PeerMetrics, PollNow, WebContext
 from monitor.webapp.pages import alert as alert_page
 from monitor.webapp.pages import alerts as alert_pages
 from monitor.webapp.pages import at, overview, refresh, search
@@ -217,13 +217,15 @@ def create_app(
     poll_now: PollNow | None = None,
     alerting: Alerting | None = None,
     decisions_only: bool = False,
+    peer_metrics: PeerMetrics = list,
 ) -> FastAPI:
     """The whole web layer over `store`, or with `decisions_only` the decision process's part of it
-    (host hooks, the ToolHive PDP, the decision API, /healthz and /metrics: `monitor.service.decisions`).
+    (host hooks, the ToolHive PDP, the decision API and /healthz: `monitor.service.decisions`).
 
     `poll_now(name)` serves POST /servers/{name}/poll (503 when None) and `refresh_on_decision`.
     `alerting` is the policy that closing a session resolves its alerts with; pass the service's own
-    so its deliverer is woken (default: one built from `config`).
+    so its deliverer is woken (default: one built from `config`). `peer_metrics()` gives the decision
+    processes' metrics, which /metrics adds to this process's.
     """
     token = (os.environ.get(config.monitor.api_token_env) or "").strip() or None
 
@@ -247,6 +249,7 @@ def create_app(
         clock=lambda: datetime.now(UTC),
         alerting=alerting or Alerting.from_config(config),
         identity=identity,
+        peer_metrics=peer_metrics,
     )
     app = FastAPI(
         title="drift-monitor",
@@ -298,10 +301,10 @@ def create_app(
     def openapi() -> Response:
         return ApiJSONResponse(app.openapi())
 
-    routers: tuple[APIRouter, ...] = (health.router, approvals_api.decisions)
+    routers: tuple[APIRouter, ...] = (approvals_api.decisions,)
     if not decisions_only:
         routers += (
-            *(module.router for module in (servers, snapshots, changes, alerts, sessions)),
+            *(module.router for module in (health, servers, snapshots, changes, alerts, sessions)),
             approvals_api.router,
             silences.router,
             fingerprint.router,

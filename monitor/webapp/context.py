@@ -6,6 +6,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from prometheus_client.core import Metric
+
 from monitor.config import Config
 from monitor.identity.callers import Identity
 from monitor.notify.alerts import Alerting
@@ -13,6 +15,7 @@ from monitor.store import PollOutcome, Store
 from monitor.store.records import ServerRecord
 
 PollNow = Callable[[str], Awaitable[PollOutcome]]
+PeerMetrics = Callable[[], list[Metric]]
 
 
 @dataclass
@@ -29,6 +32,9 @@ class WebContext:
     """The alert policy session closes resolve alerts with (the service's, so its deliverer is woken)."""
     identity: Identity
     """Who a request is (`monitor.identity.callers`)."""
+    peer_metrics: PeerMetrics
+    """The counters and histograms of `serve`'s decision processes, which `/metrics` adds to this
+    process's (`monitor.metrics.merged`)."""
 
     @property
     def token_env(self) -> str:

@@ -13,10 +13,9 @@ from pydantic import BaseModel
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from monitor.approvals.api import point_of
 from monitor.core.states import AlertState
 from monitor.identity.callers import may_read
-from monitor.metrics import REGISTRY
+from monitor.metrics import REGISTRY, merged
 from monitor.store import queries
 from monitor.store.records import SEVERITIES
 from monitor.webapp.api.metrics import server_gauges
@@ -134,15 +133,31 @@ def metrics(request: Request, web: Web, session: ReadSession) -> Response:
     registry = CollectorRegistry(auto_describe=False)
     data = queries.read_metrics(session, now, web.config.monitor.poll_interval)
     registry.register(DatabaseCollector(data, now))
-    registry.register(point_of(request).counts)
-    registry.register(request.app.state.decision_lane)
+    registry.register(Families(merged([*process_families(request.app), *web.peer_metrics()])))
     encoder, content_type = choose_encoder(request.headers.get("accept", ""))
-    body = encoder(registry)
-    process = encoder(REGISTRY)  # this process's counters and histograms (`monitor.metrics`)
-    eof = b"# EOF\n"
-    if body.endswith(eof):  # OpenMetrics: one EOF marker, at the very end
-        body = body.removesuffix(eof)
-    return Response(body + process, headers={"content-type": content_type})
+    return Response(encoder(registry), headers={"content-type": content_type})
+
+
+def process_families(app: Any) -> list[Metric]:
+    """This process's counters and histograms: `monitor.metrics`', the decisions' and the lane's."""
+    return [
+        *REGISTRY.collect(),
+        *app.state.decision_point.counts.collect(),
+        *app.state.decision_lane.collect(),
+    ]
+
+
+class Families:
+    """Metric families collected already (a collector for a registry of one scrape)."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> list[Metric]:
+        return self.families
 
 
 @router.get("/api/v1/metrics", include_in_schema=False, response_class=Response)

@@ -1,0 +1,205 @@
+"""`serve` answering decisions from processes of their own on `[decisions] listen`
+(monitor/service/decisions.py, docs/approvals.md "Under load"): real `serve` processes, a real MCP
+server, Claude Code hook calls over loopback. The decision port answers as the main port does, serves
+nothing but decisions, replaces a process that dies without losing the call waiting for it, and no
+decision process outlives `serve`, however `serve` ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from support import WAIT, http_server, migrate_config, read_only_flip, serving, wait_until
+from support.service import Service
+
+pytestmark = [pytest.mark.usefixtures("no_leaked_processes"), pytest.mark.slow]
+
+TOKEN = "decision-process-token-0123456789"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+STARTED = re.compile(r"answering decisions on http://127\.0\.0\.1:(\d+) \(process (\d+)\)")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def hook_input(tool: str) -> dict[str, Any]:
+    """A `PreToolUse` hook input as Claude Code sends it."""
+    return {
+        "session_id": "4f1c2a7e-session",
+        "transcript_path": "/home/dev/.claude/projects/demo/transcript.jsonl",
+        "cwd": "/home/dev/demo",
+        "hook_event_name": "PreToolUse",
+        "tool_name": tool,
+        "tool_input": {},
+        "tool_use_id": "toolu_01",
+    }
+
+
+def hook(base: str, tool: str, *, headers: dict[str, str] = AUTH) -> tuple[int, Any]:
+    answer = httpx.post(
+        f"{base}/api/v1/hooks/claude-code", json=hook_input(tool), headers=headers, timeout=30
+    )
+    return answer.status_code, answer.json()
+
+
+def decision_pids(service: Service) -> list[int]:
+    """Every decision process `serve` has started so far, oldest first (its log says each)."""
+    return [int(match.group(2)) for line in service.lines if (match := STARTED.search(line))]
+
+
+def running(pid: int) -> bool:
+    """The process exists and is not a zombie (a zombie's parent has not reaped it yet)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@contextmanager
+def decisions_serve(tmp_path: Path, database_url: str, processes: int) -> Iterator[tuple[Service, str]]:
+    """`serve` polling one real server (`tenants`, `purge_tenant` read-only), with `processes`
+    decision processes on a port of their own; yields it and the decision port's base URL once the
+    first poll is in and every decision process has started."""
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(read_only_flip(True)))
+    env = {**os.environ, "TEST_DECISIONS_TOKEN": TOKEN}
+    port = free_port()
+    with http_server("fastmcp_server.py", str(tools_file)) as mcp_url:
+        config = tmp_path / "monitor.toml"
+        config.write_text(
+            f'[monitor]\ndatabase_url = "{database_url}"\npoll_interval = "1s"\npoll_timeout = "10s"\n'
+            'api_token_env = "TEST_DECISIONS_TOKEN"\n\n'
+            f'[decisions]\nlisten = "127.0.0.1:{port}"\nprocesses = {processes}\nunmonitored = "deny"\n\n'
+            f'[[servers]]\nname = "tenants"\ntransport = "http"\nurl = "{mcp_url}"\n'
+        )
+        migrate_config(config, env)
+        with serving(config, env) as service:
+            wait_until("the first poll", lambda: version(service.url) >= 1, timeout=WAIT, alive=[service])
+            wait_until(
+                "the decision processes", lambda: len(decision_pids(service)) == processes, alive=[service]
+            )
+            yield service, f"http://127.0.0.1:{port}"
+
+
+def version(base: str) -> int:
+    answer = httpx.get(f"{base}/api/v1/servers/tenants", headers=AUTH, timeout=30)
+    current = answer.json().get("current") or {}
+    return int(current.get("version") or 0)
+
+
+def decisions_counted(base: str) -> float:
+    text = httpx.get(f"{base}/metrics", headers=AUTH, timeout=30).text
+    for family in text_string_to_metric_families(text):
+        if family.name == "drift_monitor_decision_duration_seconds":
+            return sum(sample.value for sample in family.samples if sample.name.endswith("_count"))
+    raise AssertionError("no drift_monitor_decision_duration_seconds in /metrics")
+
+
+def test_the_decision_port_answers_as_the_main_port_and_serves_nothing_else(
+    tmp_path: Path, database_url: str
+) -> None:
+    with decisions_serve(tmp_path, database_url, processes=2) as (service, decisions):
+        calls = [
+            "mcp__tenants__purge_tenant",
+            "mcp__tenants__lookup",
+            "mcp__tenants__gone",
+            "mcp__elsewhere__x",
+        ]
+        for tool in calls:
+            assert hook(decisions, tool) == hook(service.url, tool), tool
+        assert hook(decisions, "mcp__tenants__purge_tenant") == (200, {})  # trusted: no opinion
+        status, unknown = hook(decisions, "mcp__elsewhere__x")
+        assert status == 200 and unknown["hookSpecificOutput"]["permissionDecision"] == "deny"
+        assert hook(decisions, "mcp__tenants__lookup", headers={}) == hook(
+            service.url, "mcp__tenants__lookup", headers={}
+        )
+
+        assert httpx.get(f"{decisions}/healthz", timeout=30).json() == {"status": "ok"}
+        paths = (
+            "/",
+            "/metrics",
+            "/servers/tenants",
+            "/api/v1/servers",
+            "/api/v1/approvals",
+            "/static/style.css",
+        )
+        for path in paths:
+            assert httpx.get(f"{decisions}{path}", headers=AUTH, timeout=30).status_code == 404, path
+        answer = httpx.post(
+            f"{decisions}/api/v1/decisions",
+            json={"server": "tenants", "tool": "purge_tenant"},
+            headers=AUTH,
+            timeout=30,
+        )
+        assert answer.status_code == 200 and answer.json()["decision"] == "allow"
+        # the main port's /metrics counts the decision processes' decisions with its own, once each:
+        # 4 there, 4 + 2 hook calls and 1 API call here (the call without a token is refused undecided)
+        counted = wait_until("the reports", lambda: decisions_counted(service.url) >= 11, alive=[service])
+        assert counted and decisions_counted(service.url) == 11
+
+        pids = decision_pids(service)
+        assert service.stop() == 0
+    wait_until("the decision processes to end with serve", lambda: not any(map(running, pids)), timeout=WAIT)
+
+
+def test_a_changed_listing_is_denied_on_the_decision_port(tmp_path: Path, database_url: str) -> None:
+    """The decision processes decide from the database the scheduler of the main process writes."""
+    with decisions_serve(tmp_path, database_url, processes=1) as (service, decisions):
+        (tmp_path / "tools.json").write_text(json.dumps(read_only_flip(False)))
+        wait_until("the change", lambda: version(service.url) >= 2, timeout=WAIT, alive=[service])
+        status, denied = hook(decisions, "mcp__tenants__purge_tenant")
+        assert status == 200
+        assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
+        assert "read-only-revoked" in denied["hookSpecificOutput"]["permissionDecisionReason"]
+        assert hook(decisions, "mcp__tenants__lookup") == (200, {})
+
+
+def test_a_decision_process_that_dies_is_replaced_and_the_call_waiting_is_answered(
+    tmp_path: Path, database_url: str
+) -> None:
+    with decisions_serve(tmp_path, database_url, processes=1) as (service, decisions):
+        (only,) = decision_pids(service)
+        for _ in range(3):
+            assert hook(decisions, "mcp__tenants__lookup") == (200, {})
+        wait_until("the report", lambda: decisions_counted(service.url) == 3, alive=[service])
+        os.kill(only, signal.SIGKILL)
+        wait_until("the process to be gone", lambda: not running(only), alive=[service])
+        # no process accepts on the port now: the call waits in the listener's queue for the next
+        status, answer = hook(decisions, "mcp__elsewhere__x")
+        assert status == 200 and answer["hookSpecificOutput"]["permissionDecision"] == "deny"
+        pids = decision_pids(service)
+        assert len(pids) == 2 and pids[0] == only
+        assert any("decision process" in line and "exit code -9" in line for line in service.lines)
+        # what the ended process counted is counted still: the count goes on from 3, not from 0
+        wait_until("the new process's report", lambda: decisions_counted(service.url) == 4, alive=[service])
+        assert service.stop() == 0
+    assert not running(pids[1])
+
+
+def test_decision_processes_end_when_serve_is_killed(tmp_path: Path, database_url: str) -> None:
+    """A `serve` killed outright cannot stop them: they notice it is gone, end, and free the port."""
+    with decisions_serve(tmp_path, database_url, processes=2) as (service, decisions):
+        pids = decision_pids(service)
+        service.stop(signal.SIGKILL)
+        wait_until(
+            "the orphaned decision processes to end", lambda: not any(map(running, pids)), timeout=WAIT
+        )
+        port = int(decisions.rsplit(":", 1)[1])
+        with socket.socket() as again:
+            again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            again.bind(("127.0.0.1", port))  # no process holds the port any more
