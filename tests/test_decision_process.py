@@ -71,10 +71,13 @@ def running(pid: int) -> bool:
 
 
 @contextmanager
-def decisions_serve(tmp_path: Path, database_url: str, processes: int) -> Iterator[tuple[Service, str]]:
-    """`serve` polling one real server (`tenants`, `purge_tenant` read-only), with `processes`
-    decision processes on a port of their own; yields it and the decision port's base URL once the
-    first poll is in and every decision process has started."""
+def decisions_serve(
+    tmp_path: Path, database_url: str, processes: int, *, interval: str = "1s", decisions: str = ""
+) -> Iterator[tuple[Service, str]]:
+    """`serve` polling one real server (`tenants`, `purge_tenant` read-only) every `interval`, with
+    `processes` decision processes on a port of their own (and the `decisions` settings); yields it
+    and the decision port's base URL once every decision process has started and, on a short
+    interval, the first poll is in."""
     tools_file = tmp_path / "tools.json"
     tools_file.write_text(json.dumps(read_only_flip(True)))
     env = {**os.environ, "TEST_DECISIONS_TOKEN": TOKEN}
@@ -82,18 +85,25 @@ def decisions_serve(tmp_path: Path, database_url: str, processes: int) -> Iterat
     with http_server("fastmcp_server.py", str(tools_file)) as mcp_url:
         config = tmp_path / "monitor.toml"
         config.write_text(
-            f'[monitor]\ndatabase_url = "{database_url}"\npoll_interval = "1s"\npoll_timeout = "10s"\n'
-            'api_token_env = "TEST_DECISIONS_TOKEN"\n\n'
-            f'[decisions]\nlisten = "127.0.0.1:{port}"\nprocesses = {processes}\nunmonitored = "deny"\n\n'
+            f'[monitor]\ndatabase_url = "{database_url}"\npoll_interval = "{interval}"\n'
+            'poll_timeout = "10s"\napi_token_env = "TEST_DECISIONS_TOKEN"\n\n'
+            f'[decisions]\nlisten = "127.0.0.1:{port}"\nprocesses = {processes}\nunmonitored = "deny"\n'
+            f"{decisions}\n"
             f'[[servers]]\nname = "tenants"\ntransport = "http"\nurl = "{mcp_url}"\n'
         )
         migrate_config(config, env)
         with serving(config, env) as service:
-            wait_until("the first poll", lambda: version(service.url) >= 1, timeout=WAIT, alive=[service])
+            if interval == "1s":
+                wait_until("the first poll", lambda: version(service.url) >= 1, timeout=WAIT, alive=[service])
             wait_until(
                 "the decision processes", lambda: len(decision_pids(service)) == processes, alive=[service]
             )
             yield service, f"http://127.0.0.1:{port}"
+
+
+def sqlite(tmp_path: Path) -> str:
+    """The lifecycle of processes is the same on either database: these tests run on SQLite alone."""
+    return f"sqlite:///{tmp_path / 'monitor.db'}"
 
 
 def version(base: str) -> int:
@@ -110,7 +120,7 @@ def decisions_counted(base: str) -> float:
     raise AssertionError("no drift_monitor_decision_duration_seconds in /metrics")
 
 
-def test_the_decision_port_answers_as_the_main_port_and_serves_nothing_else(
+def test_the_decision_port_answers_as_the_main_port_does_and_serves_nothing_else(
     tmp_path: Path, database_url: str
 ) -> None:
     with decisions_serve(tmp_path, database_url, processes=2) as (service, decisions):
@@ -152,27 +162,21 @@ def test_the_decision_port_answers_as_the_main_port_and_serves_nothing_else(
         counted = wait_until("the reports", lambda: decisions_counted(service.url) >= 11, alive=[service])
         assert counted and decisions_counted(service.url) == 11
 
+        # they decide from the database the main process's scheduler writes
+        (tmp_path / "tools.json").write_text(json.dumps(read_only_flip(False)))
+        wait_until("the change", lambda: version(service.url) >= 2, timeout=WAIT, alive=[service])
+        status, denied = hook(decisions, "mcp__tenants__purge_tenant")
+        assert status == 200 and denied["hookSpecificOutput"]["permissionDecision"] == "deny"
+        assert "read-only-revoked" in denied["hookSpecificOutput"]["permissionDecisionReason"]
+        assert hook(decisions, "mcp__tenants__lookup") == (200, {})
+
         pids = decision_pids(service)
         assert service.stop() == 0
     wait_until("the decision processes to end with serve", lambda: not any(map(running, pids)), timeout=WAIT)
 
 
-def test_a_changed_listing_is_denied_on_the_decision_port(tmp_path: Path, database_url: str) -> None:
-    """The decision processes decide from the database the scheduler of the main process writes."""
-    with decisions_serve(tmp_path, database_url, processes=1) as (service, decisions):
-        (tmp_path / "tools.json").write_text(json.dumps(read_only_flip(False)))
-        wait_until("the change", lambda: version(service.url) >= 2, timeout=WAIT, alive=[service])
-        status, denied = hook(decisions, "mcp__tenants__purge_tenant")
-        assert status == 200
-        assert denied["hookSpecificOutput"]["permissionDecision"] == "deny"
-        assert "read-only-revoked" in denied["hookSpecificOutput"]["permissionDecisionReason"]
-        assert hook(decisions, "mcp__tenants__lookup") == (200, {})
-
-
-def test_a_decision_process_that_dies_is_replaced_and_the_call_waiting_is_answered(
-    tmp_path: Path, database_url: str
-) -> None:
-    with decisions_serve(tmp_path, database_url, processes=1) as (service, decisions):
+def test_a_decision_process_that_dies_is_replaced_and_the_call_waiting_is_answered(tmp_path: Path) -> None:
+    with decisions_serve(tmp_path, sqlite(tmp_path), processes=1) as (service, decisions):
         (only,) = decision_pids(service)
         for _ in range(3):
             assert hook(decisions, "mcp__tenants__lookup") == (200, {})
@@ -191,9 +195,9 @@ def test_a_decision_process_that_dies_is_replaced_and_the_call_waiting_is_answer
     assert not running(pids[1])
 
 
-def test_decision_processes_end_when_serve_is_killed(tmp_path: Path, database_url: str) -> None:
+def test_decision_processes_end_when_serve_is_killed(tmp_path: Path) -> None:
     """A `serve` killed outright cannot stop them: they notice it is gone, end, and free the port."""
-    with decisions_serve(tmp_path, database_url, processes=2) as (service, decisions):
+    with decisions_serve(tmp_path, sqlite(tmp_path), processes=2) as (service, decisions):
         pids = decision_pids(service)
         service.stop(signal.SIGKILL)
         wait_until(
@@ -203,3 +207,25 @@ def test_decision_processes_end_when_serve_is_killed(tmp_path: Path, database_ur
         with socket.socket() as again:
             again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             again.bind(("127.0.0.1", port))  # no process holds the port any more
+
+
+def test_a_decision_process_refreshes_a_listing_as_refresh_on_decision_says(tmp_path: Path) -> None:
+    """With an interval of an hour the scheduler polls `tenants` at most once in the test, at a random
+    moment of the hour: the second version, after the flip, can only come from the decision process's
+    own poll before its decision (`refresh_on_decision`), and that poll takes the one path to alerts."""
+    refresh = 'refresh_on_decision = "1s"\nrefresh_wait = "20s"\n'
+    with decisions_serve(tmp_path, sqlite(tmp_path), 1, interval="1h", decisions=refresh) as (
+        service,
+        decisions,
+    ):
+        assert hook(decisions, "mcp__tenants__purge_tenant") == (200, {})
+        assert version(service.url) == 1
+        (tmp_path / "tools.json").write_text(json.dumps(read_only_flip(False)))
+        wait_until(
+            "the refresh interval to pass", lambda: hook(decisions, "mcp__tenants__purge_tenant")[1] != {}
+        )
+        status, denied = hook(decisions, "mcp__tenants__purge_tenant")
+        assert status == 200 and "read-only-revoked" in json.dumps(denied)
+        assert version(service.url) == 2
+        alerts = httpx.get(f"{service.url}/api/v1/alerts", headers=AUTH, timeout=30).json()
+        assert "read-only-revoked" in json.dumps(alerts)
