@@ -171,3 +171,27 @@ def test_the_lanes_pace_is_how_long_admitted_requests_held_their_slots() -> None
     lane.free = 0
     lane.leave(1.5)
     assert lane.hold == pytest.approx(0.5 + 0.2 * (1.5 - 0.5))
+
+
+def test_waiters_queued_before_the_pace_was_known_are_answered_once_it_is() -> None:
+    """The first burst after the start: with no pace yet, every request queues. The first slot given
+    back (held 20 s: a turn every 10 s over two slots) gives the pace, and the waiters that no slot
+    would reach within the 30 s `max_wait` are answered then; the others keep their places."""
+
+    async def scenario() -> tuple[list[bool], int, int]:
+        lane = DecisionLane(at_once=2, max_waiting=100, max_wait=30.0)
+        deadline = time.monotonic() + lane.max_wait
+        assert await lane.enter(deadline) and await lane.enter(deadline)
+        waiters = [asyncio.create_task(lane.enter(deadline)) for _ in range(4)]
+        await asyncio.sleep(0)
+        assert lane.queued == 4  # no pace to refuse any of them
+        lane.leave(20.0)  # the first waiter gets this slot; the last two cannot be reached in time
+        answered = await asyncio.wait_for(asyncio.gather(*waiters[2:]), 10)
+        lane.leave()
+        lane.leave()
+        admitted = await asyncio.gather(*waiters[:2])
+        lane.leave()
+        lane.leave()
+        return [*admitted, *answered], lane.hopeless, lane.late
+
+    assert asyncio.run(scenario()) == ([True, True, False, False], 2, 0)

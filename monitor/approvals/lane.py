@@ -18,7 +18,9 @@ not starve it (docs/approvals.md, "Under load"):
   `max_wait` (the waiters ahead of it, times how long an admitted request has held its slot of
   late, over the slots) is answered so at once, instead of after waiting for nothing: under a burst,
   the calls that cannot be decided in time get their answer as soon as they are read, and the tail
-  of the burst no longer waits `max_wait` on top of the time it took to read it.
+  of the burst no longer waits `max_wait` on top of the time it took to read it. Those that queued
+  before there was a pace (the first burst after the start) are answered so when a slot given back
+  brings one (`_trim`, at most every `TRIM_EVERY` seconds).
 - **Its own threads.** Decisions run on the lane's few threads, not on the request threads that
   pages and the other API routes share, so no page waits in front of a decision.
 
@@ -42,6 +44,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 PACE_WEIGHT = 0.2
 """The weight of the newest hold time in the lane's moving average of them."""
+TRIM_EVERY = 0.1
+"""Seconds between two passes over the waiting requests with the lane's pace (each one is O(queue))."""
 
 THREADS = 4
 """Threads deciding at once: a decision is one indexed read and Python, so more threads would
@@ -63,8 +67,9 @@ class DecisionLane:
         self.max_wait = max_wait
         self.free = at_once
         """Slots free: requests may be read, identified, decided and answered this many at a time."""
-        self.waiting: deque[asyncio.Future[bool]] = deque()
-        """Requests waiting for a slot, oldest first (a timed-out one stays until it is skipped)."""
+        self.waiting: deque[tuple[asyncio.Future[bool], float]] = deque()
+        """Requests waiting for a slot, oldest first, with their deadlines (one answered already stays
+        until it is skipped)."""
         self.queued = 0
         self.refused = 0
         """Answered at once because `max_waiting` requests were already waiting."""
@@ -74,6 +79,7 @@ class DecisionLane:
         """Answered at once without deciding: at the lane's pace, no slot would come free in time."""
         self.hold: float | None = None
         """How long an admitted request holds its slot, a moving average (seconds; None: none yet)."""
+        self._trimmed = -TRIM_EVERY
         self._lock = threading.Lock()
         self._threads: ThreadPoolExecutor | None = None
 
@@ -92,7 +98,7 @@ class DecisionLane:
             return False
         loop = asyncio.get_running_loop()
         turn: asyncio.Future[bool] = loop.create_future()
-        self.waiting.append(turn)
+        self.waiting.append((turn, deadline))
         self.queued += 1
         timer = loop.call_later(max(0.0, deadline - now), self._give_up, turn)
         try:
@@ -107,22 +113,40 @@ class DecisionLane:
             raise
         finally:
             timer.cancel()
-        if not admitted:
-            self.late += 1
         return admitted
 
     def _give_up(self, turn: asyncio.Future[bool]) -> None:
         if not turn.done():
             self.queued -= 1
+            self.late += 1
             turn.set_result(False)
+
+    def _trim(self, now: float) -> None:
+        """Answer now the waiters that, at the lane's pace, no slot would reach before their deadlines:
+        those queued before the pace was known (the start of the first burst), or before it slowed."""
+        assert self.hold is not None
+        step, ahead = self.hold / self.at_once, 0
+        for turn, deadline in self.waiting:
+            if turn.done():
+                continue
+            if now + (ahead + 1) * step > deadline:
+                self.queued -= 1
+                self.hopeless += 1
+                turn.set_result(False)
+            else:
+                ahead += 1
 
     def leave(self, held: float | None = None) -> None:
         """A slot back: to the oldest request still waiting, else free. `held`: for how long (seconds),
         the lane's pace."""
         if held is not None:
             self.hold = held if self.hold is None else self.hold + PACE_WEIGHT * (held - self.hold)
+            now = time.monotonic()
+            if now - self._trimmed >= TRIM_EVERY and self.queued:
+                self._trimmed = now
+                self._trim(now)
         while self.waiting:
-            turn = self.waiting.popleft()
+            turn, _ = self.waiting.popleft()
             if not turn.done():
                 self.queued -= 1
                 turn.set_result(True)

@@ -33,8 +33,11 @@ _LAYOUT_CONTROLS = frozenset("\n\t\r")
 WordOp = Literal["=", "-", "+"]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def is_hidden(char: str) -> bool:
-    """True for characters that render as nothing or change the direction of what follows."""
+    """True for characters that render as nothing or change the direction of what follows. Kept for
+    each character once asked (text has few distinct ones): every hook answer's reason and every
+    description on a page is checked, and a check costs the Python of the ranges below."""
     category = unicodedata.category(char)
     if category in _HIDDEN_CATEGORIES or (category == "Cc" and char not in _LAYOUT_CONTROLS):
         return True
@@ -43,7 +46,7 @@ def is_hidden(char: str) -> bool:
 
 
 def hidden_characters(text: str) -> set[str]:
-    return {char for char in text if is_hidden(char)}
+    return {char for char in set(text) if is_hidden(char)}
 
 
 def codepoint_label(char: str) -> str:
@@ -59,9 +62,10 @@ def make_visible(text: str) -> str:
 
     Safe for a terminal too: escape sequences start with a control character, which becomes a label.
     """
-    if not any(_needs_label(char) for char in text):
+    labelled = {char for char in set(text) if _needs_label(char)}  # each distinct character once
+    if not labelled:
         return text
-    return "".join(codepoint_label(char) if _needs_label(char) else char for char in text)
+    return "".join(codepoint_label(char) if char in labelled else char for char in text)
 
 
 def describe_hidden(chars: set[str]) -> str:
