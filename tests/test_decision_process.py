@@ -211,7 +211,7 @@ def test_decision_processes_end_when_serve_is_killed(tmp_path: Path) -> None:
 
 def test_a_decision_process_refreshes_a_listing_as_refresh_on_decision_says(tmp_path: Path) -> None:
     """With an interval of an hour the scheduler polls `tenants` at most once in the test, at a random
-    moment of the hour: the second version, after the flip, can only come from the decision process's
+    moment of the hour: the second version, after the flip, comes from the decision process's
     own poll before its decision (`refresh_on_decision`), and that poll takes the one path to alerts."""
     refresh = 'refresh_on_decision = "1s"\nrefresh_wait = "20s"\n'
     with decisions_serve(tmp_path, sqlite(tmp_path), 1, interval="1h", decisions=refresh) as (
