@@ -68,8 +68,6 @@ class DecisionProcess:
         self.listener = listener
         self.log_setup = log_setup
         self.address = "{}:{}".format(*listener.getsockname()[:2])
-        self.process: BaseProcess | None = None
-        self.starts = 0
         self.latest: list[Metric] = []
         """The metrics the running process reported last."""
         self.ended: list[Metric] = []
@@ -80,21 +78,24 @@ class DecisionProcess:
         return [*self.ended, *self.latest]
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Keep one process answering until `stop` is set, then stop it (SIGTERM, then SIGKILL)."""
+        """Keep one process answering until `stop` is set (or this is cancelled), then stop it
+        (SIGTERM, then SIGKILL after `STOP_GRACE`; the loop waits: `serve` is stopping)."""
         delay = RESTART_FIRST
         while not stop.is_set():
             process, reports = self._start()
             loop = asyncio.get_running_loop()
             loop.add_reader(reports.fileno(), self._receive, reports)
-            started = time.monotonic()
+            started, ended = time.monotonic(), False
             try:
-                if not await _ends_before(process, stop):
-                    await asyncio.to_thread(_stop, process)
-                    return
+                ended = await _ends_before(process, stop)
             finally:
                 loop.remove_reader(reports.fileno())
                 reports.close()
                 self.ended, self.latest = merged([*self.ended, *self.latest]), []
+                if not ended:  # `stop`, or this task cancelled: the process ends with it
+                    _stop(process)
+            if not ended:
+                return
             process.join()
             if time.monotonic() - started >= STABLE:
                 delay = RESTART_FIRST
@@ -125,8 +126,6 @@ class DecisionProcess:
         )
         process.start()
         report.close()  # the process's end now: at its exit, `reports` reads the end of the pipe
-        self.process = process
-        self.starts += 1
         log.info(
             "answering decisions on http://%s (process %s)",
             self.address,
