@@ -28,6 +28,7 @@ database built and migrated by that revision's own code, whose schema may be old
 figures to compare are the two rows of one run, not figures of another day.
 
     python bench/bench_hook_burst.py [--before REV] [--fleet 1000] [--interval 30] [--bursts 3]
+                                     [--processes 2]
 """
 
 from __future__ import annotations
@@ -66,7 +67,12 @@ ALLOW = b'"permissionDecision":"allow"'
 
 
 def serve_app(
-    database: Path, urls_file: Path, interval: float, tree: str | None, decision_port: int | None
+    database: Path,
+    urls_file: Path,
+    interval: float,
+    tree: str | None,
+    decision_port: int | None,
+    processes: int,
 ) -> None:
     """`serve` over the decision servers and the fleet; prints `READY <port>`."""
     if tree:  # the code before: its monitor and tests/support first on the path
@@ -95,7 +101,7 @@ def serve_app(
         source="bench",
     )
     if decision_port is not None:
-        config.decisions = DecisionSettings(listen=f"{HOST}:{decision_port}")
+        config.decisions = DecisionSettings(listen=f"{HOST}:{decision_port}", processes=processes)
     engine = make_engine(url)
     store = Store(engine)
     sync_servers(store, servers, datetime.now(UTC))
@@ -132,13 +138,13 @@ def free_port() -> int:
 
 @contextmanager
 def app_process(
-    name: str, database: Path, urls_file: Path, interval: float, tree: str | None
+    name: str, database: Path, urls_file: Path, interval: float, tree: str | None, processes: int
 ) -> Iterator[App]:
     has_process = tree is None or (Path(tree) / "monitor" / "service" / "decisions.py").exists()
     decision_port = free_port() if has_process else None  # the code before may have none
     command = [sys.executable, __file__, "--serve", str(database), "--urls-file", str(urls_file)]
     command += ["--interval", str(interval), *(["--tree", tree] if tree else [])]
-    command += ["--decision-port", str(decision_port)] if decision_port else []
+    command += ["--decision-port", str(decision_port), "--processes", str(processes)] if decision_port else []
     log = database.with_suffix(".log")
     with log.open("w") as errors:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True)
@@ -288,9 +294,17 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
     parser.add_argument("--urls-file")
     parser.add_argument("--tree")
     parser.add_argument("--decision-port", type=int)
+    parser.add_argument("--processes", type=int, default=2, help="[decisions] processes")
     args = parser.parse_args([] if argv is None else argv)
     if args.serve:
-        serve_app(Path(args.serve), Path(args.urls_file), args.interval, args.tree, args.decision_port)
+        serve_app(
+            Path(args.serve),
+            Path(args.urls_file),
+            args.interval,
+            args.tree,
+            args.decision_port,
+            args.processes,
+        )
         return []
     from bench_throughput import raw_fleet
 
@@ -305,7 +319,7 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
             database = Path(folder) / f"{name}.db"
             with ExitStack() as stack:
                 tree = stack.enter_context(common.code_at(revision)) if revision else None
-                with app_process(name, database, urls_file, args.interval, tree) as app:
+                with app_process(name, database, urls_file, args.interval, tree, args.processes) as app:
                     time.sleep(WARM)
                     print(f"{name}: polling {args.fleet} servers every {args.interval:.0f} s", flush=True)
                     prefix = "before " if name == "before" else ""
