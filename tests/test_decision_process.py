@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import socket
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,10 +20,13 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import ValidationError
 from support import WAIT, http_server, migrate_config, read_only_flip, serving, wait_until
-from support.service import Service
+from support.service import Service, cli
 
-pytestmark = [pytest.mark.usefixtures("no_leaked_processes"), pytest.mark.slow]
+from monitor.config import DecisionSettings
+
+pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
 TOKEN = "decision-process-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -102,7 +106,8 @@ def decisions_serve(
 
 
 def sqlite(tmp_path: Path) -> str:
-    """The lifecycle of processes is the same on either database: these tests run on SQLite alone."""
+    """These tests are about processes, which are the same on either database: they run on SQLite
+    alone (what a decision reads is tested on both, in-process: tests/test_gate.py and others)."""
     return f"sqlite:///{tmp_path / 'monitor.db'}"
 
 
@@ -120,10 +125,9 @@ def decisions_counted(base: str) -> float:
     raise AssertionError("no drift_monitor_decision_duration_seconds in /metrics")
 
 
-def test_the_decision_port_answers_as_the_main_port_does_and_serves_nothing_else(
-    tmp_path: Path, database_url: str
-) -> None:
-    with decisions_serve(tmp_path, database_url, processes=2) as (service, decisions):
+@pytest.mark.slow
+def test_the_decision_port_answers_as_the_main_port_does_and_serves_nothing_else(tmp_path: Path) -> None:
+    with decisions_serve(tmp_path, sqlite(tmp_path), processes=2) as (service, decisions):
         calls = [
             "mcp__tenants__purge_tenant",
             "mcp__tenants__lookup",
@@ -175,6 +179,7 @@ def test_the_decision_port_answers_as_the_main_port_does_and_serves_nothing_else
     wait_until("the decision processes to end with serve", lambda: not any(map(running, pids)), timeout=WAIT)
 
 
+@pytest.mark.slow
 def test_a_decision_process_that_dies_is_replaced_and_the_call_waiting_is_answered(tmp_path: Path) -> None:
     with decisions_serve(tmp_path, sqlite(tmp_path), processes=1) as (service, decisions):
         (only,) = decision_pids(service)
@@ -195,6 +200,7 @@ def test_a_decision_process_that_dies_is_replaced_and_the_call_waiting_is_answer
     assert not running(pids[1])
 
 
+@pytest.mark.slow
 def test_decision_processes_end_when_serve_is_killed(tmp_path: Path) -> None:
     """A `serve` killed outright cannot stop them: they notice it is gone, end, and free the port."""
     with decisions_serve(tmp_path, sqlite(tmp_path), processes=2) as (service, decisions):
@@ -209,6 +215,7 @@ def test_decision_processes_end_when_serve_is_killed(tmp_path: Path) -> None:
             again.bind(("127.0.0.1", port))  # no process holds the port any more
 
 
+@pytest.mark.slow
 def test_a_decision_process_refreshes_a_listing_as_refresh_on_decision_says(tmp_path: Path) -> None:
     """With an interval of an hour the scheduler polls `tenants` at most once in the test, at a random
     moment of the hour: the second version, after the flip, comes from the decision process's
@@ -229,3 +236,37 @@ def test_a_decision_process_refreshes_a_listing_as_refresh_on_decision_says(tmp_
         assert version(service.url) == 2
         alerts = httpx.get(f"{service.url}/api/v1/alerts", headers=AUTH, timeout=30).json()
         assert "read-only-revoked" in json.dumps(alerts)
+
+
+@pytest.mark.parametrize("listen", ["8001", "127.0.0.1:", "127.0.0.1:http", "[::1]:70000", ":8001"])
+def test_the_decision_port_is_host_and_port(listen: str) -> None:
+    with pytest.raises(ValidationError, match="HOST:PORT"):
+        DecisionSettings(listen=listen)
+    assert DecisionSettings(listen="[::1]:8001").listen == "[::1]:8001"
+
+
+def test_serve_says_so_in_one_line_when_the_decision_port_is_taken(tmp_path: Path) -> None:
+    env = {**os.environ, "TEST_DECISIONS_TOKEN": TOKEN}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = tmp_path / "monitor.toml"
+        config.write_text(
+            f'[monitor]\ndatabase_url = "{sqlite(tmp_path)}"\napi_token_env = "TEST_DECISIONS_TOKEN"\n\n'
+            f'[decisions]\nlisten = "127.0.0.1:{port}"\n'
+        )
+        migrate_config(config, env)
+        result = subprocess.run(
+            cli("serve", "--config", str(config), "--port", "0"),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+    assert result.returncode == 2  # as for the main port (tests/test_operations.py)
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"drift-monitor: cannot listen on 127.0.0.1:{port}: the port is already in use"
+    )
+    assert "Traceback" not in result.stderr
