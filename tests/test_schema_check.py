@@ -465,3 +465,22 @@ def counted(validate: Callable[..., Any], checked: list[str]) -> Callable[..., A
         return validate(*args, **kwargs)
 
     return count
+
+
+async def test_the_same_answer_text_sent_as_sse_is_checked_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The SDK's own server answers every request as an SSE event (`text/event-stream`): a listing
+    polled three times is validated once, as a plain JSON answer is, and what it holds is the same."""
+    checked: list[str] = []
+    monkeypatch.setattr(schema, "_passed", set())
+    for model in set(schema.LISTING_MODELS.values()):
+        monkeypatch.setattr(model, "model_validate", counted(model.model_validate, checked))
+    listing = [GOOD, tool("list_dir")]
+    tools_file = tmp_path / "tools.json"
+    tools_file.write_text(json.dumps(listing), encoding="utf-8")
+    with http_server("fastmcp_server.py", str(tools_file)) as url:
+        for _ in range(3):
+            fetched = await fetch_listing(Target(name="s", transport="http", url=url), Limits(timeout=10))
+            assert fetched.tools == listing and fetched.validation_errors == []
+    assert len(checked) == 1

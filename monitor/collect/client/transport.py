@@ -23,7 +23,7 @@ parser refuses) goes through the SDK's own parsing and error answers.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,7 +75,7 @@ Inbound = SessionMessage | Exception
 """What the transport hands on from the server: a message, or what stood where one should be."""
 
 
-def plain_response(content: bytes) -> JSONRPCResponse | None:
+def plain_response(content: bytes | str) -> JSONRPCResponse | None:
     """The JSON-RPC response `content` holds when it is exactly one with a result object, else None.
 
     Built without a second pass over the result: what `jsonrpc_message_adapter` checks of such a
@@ -95,7 +95,7 @@ def plain_response(content: bytes) -> JSONRPCResponse | None:
 
 
 class PollTransport(StreamableHTTPTransport):
-    """`StreamableHTTPTransport` with JSON answers parsed once (see `plain_response`)."""
+    """`StreamableHTTPTransport` with answers parsed once, plain JSON or SSE (see `plain_response`)."""
 
     async def _handle_json_response(
         self,
@@ -118,6 +118,29 @@ class PollTransport(StreamableHTTPTransport):
             return
         schema.answered(message.result, content)
         await read_stream_writer.send(SessionMessage(message))
+
+    async def _handle_sse_event(
+        self,
+        sse: httpx2.ServerSentEvent,
+        read_stream_writer: StreamWriter,
+        original_request_id: RequestId | None = None,
+        resumption_callback: Callable[[str], Awaitable[None]] | None = None,
+    ) -> bool:
+        """An answer sent as an SSE event (as many servers send every answer), parsed once and its
+        text noted for the schema check, as a plain JSON answer is; any other event (a notification,
+        a request, an error, a priming event) as the SDK handles it."""
+        message = plain_response(sse.data) if sse.event == "message" and sse.data else None
+        if message is None:
+            return await super()._handle_sse_event(
+                sse, read_stream_writer, original_request_id, resumption_callback
+            )
+        if original_request_id is not None:
+            message.id = original_request_id
+        schema.answered(message.result, sse.data.encode())
+        await read_stream_writer.send(SessionMessage(message))
+        if sse.id and resumption_callback:
+            await resumption_callback(sse.id)
+        return True
 
 
 class _Answers:
