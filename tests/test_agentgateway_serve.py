@@ -7,26 +7,17 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
-from support import WAIT, http_server, migrate_config, read_only_flip, serving, wait_until
+from support import WAIT, free_port, http_server, migrate_config, read_only_flip, run_cli, serving, wait_until
 from support.agentgateway import Gateway
-from support.service import cli
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
 TOKEN = "gateway-test-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 def write_config(tmp_path: Path, database_url: str, servers: str, listen: str) -> Path:
@@ -89,13 +80,6 @@ def test_serve_refuses_to_start_on_a_gateway_port_in_use(tmp_path: Path, databas
         port = taken.getsockname()[1]
         config = write_config(tmp_path, database_url, "", f"127.0.0.1:{port}")
         migrate_config(config, env)
-        result = subprocess.run(
-            cli("serve", "--config", str(config), "--port", "0"),
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-            check=False,
-        )
+        result = run_cli("serve", "--config", str(config), "--port", "0", env=env)
     assert result.returncode != 0
     assert f"cannot listen on 127.0.0.1:{port} for agentgateway" in result.stderr, result.stderr

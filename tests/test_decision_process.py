@@ -11,7 +11,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,8 +20,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
-from support import WAIT, http_server, migrate_config, read_only_flip, serving, wait_until
-from support.service import Service, cli
+from support import WAIT, free_port, http_server, migrate_config, read_only_flip, run_cli, serving, wait_until
+from support.gate import pre_tool_use
+from support.service import Service
 
 from monitor.config import DecisionSettings
 
@@ -33,29 +33,9 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 STARTED = re.compile(r"answering decisions on http://127\.0\.0\.1:(\d+) \(process (\d+)\)")
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
-def hook_input(tool: str) -> dict[str, Any]:
-    """A `PreToolUse` hook input as Claude Code sends it."""
-    return {
-        "session_id": "4f1c2a7e-session",
-        "transcript_path": "/home/dev/.claude/projects/demo/transcript.jsonl",
-        "cwd": "/home/dev/demo",
-        "hook_event_name": "PreToolUse",
-        "tool_name": tool,
-        "tool_input": {},
-        "tool_use_id": "toolu_01",
-    }
-
-
 def hook(base: str, tool: str, *, headers: dict[str, str] = AUTH) -> tuple[int, Any]:
     answer = httpx.post(
-        f"{base}/api/v1/hooks/claude-code", json=hook_input(tool), headers=headers, timeout=30
+        f"{base}/api/v1/hooks/claude-code", json=pre_tool_use(tool), headers=headers, timeout=30
     )
     return answer.status_code, answer.json()
 
@@ -257,14 +237,7 @@ def test_serve_says_so_in_one_line_when_the_decision_port_is_taken(tmp_path: Pat
             f'[decisions]\nlisten = "127.0.0.1:{port}"\n'
         )
         migrate_config(config, env)
-        result = subprocess.run(
-            cli("serve", "--config", str(config), "--port", "0"),
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-            check=False,
-        )
+        result = run_cli("serve", "--config", str(config), "--port", "0", env=env)
     assert result.returncode == 2  # as for the main port (tests/test_operations.py)
     assert result.stderr.strip().splitlines()[-1] == (
         f"drift-monitor: cannot listen on 127.0.0.1:{port}: the port is already in use"

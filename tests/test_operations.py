@@ -10,21 +10,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support import WAIT, Process, cli, migrate_config, numbered_tools, refused_url, tool
+from support import WAIT, Process, cli, migrate_config, numbered_tools, refused_url, run_cli, tool
 
 pytestmark = pytest.mark.usefixtures("no_leaked_processes")
 
 
-def run(
-    *args: str, env: dict[str, str] | None = None, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        cli(*args), capture_output=True, text=True, timeout=120, check=False, env=env, input=stdin
-    )
-
-
 def test_version() -> None:
-    result = run("--version")
+    result = run_cli("--version")
     assert result.returncode == 0 and result.stdout.startswith("drift-monitor ")
 
 
@@ -32,14 +24,14 @@ def test_diff_reads_stdin(tmp_path: Path) -> None:
     old = json.dumps({"tools": [tool("lookup", read_only=True)]})
     new = tmp_path / "new.json"
     new.write_text(json.dumps([tool("lookup", read_only=False)]), encoding="utf-8")
-    result = run("diff", "-", str(new), "--format", "json", stdin=old)
+    result = run_cli("diff", "-", str(new), "--format", "json", stdin=old)
     assert result.returncode == 0, result.stderr
     assert [f["rule"] for f in json.loads(result.stdout)["findings"]] == ["read-only-revoked"]
-    fingerprint = run("fingerprint", "-", stdin=old)
+    fingerprint = run_cli("fingerprint", "-", stdin=old)
     assert fingerprint.returncode == 0 and len(fingerprint.stdout.strip()) == 64
-    both = run("diff", "-", "-", stdin=old)
+    both = run_cli("diff", "-", "-", stdin=old)
     assert both.returncode == 2 and "only one of OLD and NEW" in both.stderr
-    garbage = run("diff", "-", str(new), stdin="{not json")
+    garbage = run_cli("diff", "-", str(new), stdin="{not json")
     assert garbage.returncode == 2 and garbage.stderr.startswith("drift-monitor: <stdin>: not JSON")
 
 
@@ -65,13 +57,13 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_startup_failures_are_one_line_and_exit_2(tmp_path: Path) -> None:
     env = {**os.environ, "DRIFT_MONITOR_DATABASE_URL": "mysql://user@127.0.0.1/db"}
-    mysql = run("migrate", env=env)
+    mysql = run_cli("migrate", env=env)
     assert mysql.returncode == 2
     assert mysql.stderr.strip().splitlines() == [
         "drift-monitor: (environment): [monitor] database_url: unsupported database 'mysql': "
         "use sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"
     ]
-    missing = run("poll", "--config", str(tmp_path / "nowhere.toml"))
+    missing = run_cli("poll", "--config", str(tmp_path / "nowhere.toml"))
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
     assert "cannot read" in missing.stderr
 
@@ -84,7 +76,7 @@ def test_startup_failures_are_one_line_and_exit_2(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        busy = run("serve", "--config", str(config), "--port", str(port))
+        busy = run_cli("serve", "--config", str(config), "--port", str(port))
     assert busy.returncode == 2
     assert busy.stderr.strip().splitlines()[-1] == (
         f"drift-monitor: cannot listen on 127.0.0.1:{port}: the port is already in use"

@@ -203,13 +203,7 @@ async def _check_sessions_forever(
                 policy=alerting,
             )
 
-    while not stop.is_set():
-        try:
-            await asyncio.to_thread(check)
-        except Exception:
-            log.exception("checking host sessions failed")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), settings.session_check_interval)
+    await _every(settings.session_check_interval, check, stop, "checking host sessions failed")
 
 
 async def _repost_forever(store: Store, alerting: Alerting, every: float, stop: asyncio.Event) -> None:
@@ -219,10 +213,16 @@ async def _repost_forever(store: Store, alerting: Alerting, every: float, stop: 
         with store.sessions.begin() as session:
             repost_open_alerts(session, alerting, datetime.now(UTC))
 
+    await _every(every, queue, stop, "re-posting open alerts to Alertmanager failed")
+
+
+async def _every(seconds: float, work: Callable[[], None], stop: asyncio.Event, failed: str) -> None:
+    """`work` on a thread, then again `seconds` later, until `stop`: a round that fails is logged
+    (`failed`) and the next one runs all the same."""
     while not stop.is_set():
         try:
-            await asyncio.to_thread(queue)
+            await asyncio.to_thread(work)
         except Exception:
-            log.exception("re-posting open alerts to Alertmanager failed")
+            log.exception(failed)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), every)
+            await asyncio.wait_for(stop.wait(), seconds)

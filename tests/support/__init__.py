@@ -20,7 +20,7 @@ from support.servers import (
     refused_url,
     server_command,
 )
-from support.service import Service, cli, migrate_config, serving
+from support.service import Service, cli, migrate_config, run_cli, serving
 from support.tools import numbered_tools, read_only_flip, tool, versioned_listing
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "read_only_flip",
     "record_poll",
     "refused_url",
+    "run_cli",
     "server_command",
     "serving",
     "stored_tools",

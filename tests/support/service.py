@@ -16,6 +16,22 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "monitor.cli", *args]
 
 
+def run_cli(
+    *args: str, env: Mapping[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """A `drift-monitor` command run to its end (at most 120 s), its output kept; the exit code is the
+    caller's to check."""
+    return subprocess.run(
+        cli(*args),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=None if env is None else dict(env),
+        input=stdin,
+    )
+
+
 def migrate_config(config: Path, env: Mapping[str, str]) -> None:
     """`drift-monitor migrate --config CONFIG`, which must succeed."""
     result = subprocess.run(
