@@ -37,6 +37,7 @@ from support.tools import tool
 from support.web import make_app
 
 from monitor.core.fingerprint import canonical_tool
+from monitor.servers.overview import SERVERS_PER_PAGE
 from monitor.store import Store, make_engine, migrate
 from monitor.store.models import (
     Alert,
@@ -48,7 +49,6 @@ from monitor.store.models import (
     Snapshot,
     ToolDefinition,
 )
-from monitor.webapp.pages.overview import SERVERS_PER_PAGE
 
 SERVERS = 500
 VERSIONS = 40

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""Check the shape of the `monitor` package: layers, import cycles, module size.
+"""Check the shape of the `monitor` package: layers, one direction between packages, module size.
 
 Run `python3 deploy/architecture.py` (standard library only; `deploy/dev.py check` and CI run it).
 It reads every module's imports (lazy and type-checking ones included: they are dependencies too)
 and fails when:
 
-- a module imports from a package of its own layer or a higher one (arrows point one way:
-  core <- config <- store <- collect, notify <- webapp <- service, cli); a *unit* (a package
-  holding one concept end to end, such as `monitor/approvals/`) names each module by its role,
-  and a module of role R counts as a member of R's layer package (`storage` is in `store`,
-  `api` in `webapp`), so a unit is a vertical slice through the layers, not a layer of its own,
+- a module imports from a package of a higher layer, or of its own layer other than its own
+  package (`LAYERS`: arrows point down). The one exception is the feature packages (`SLICES`),
+  which may use one another, in one direction only (the next check);
+- two packages import each other, or packages import each other in a cycle, at any level: the
+  top-level packages of `monitor`, and the subpackages and modules inside each package. A newcomer
+  reads the folders, so no folder may need the one that needs it;
 - modules import each other in a cycle, or one module, imported first, would find another
   partially initialised (a cycle of what runs at import, including the package `__init__` that
   importing `a.b.c` runs first), or
@@ -20,66 +21,41 @@ from __future__ import annotations
 
 import ast
 import sys
+from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "monitor"
 MAX_LINES = 500
-LAYERS = {
-    "core": 0,
-    "reporter": 0,
-    "config": 1,
-    "fingerprint": 1,
-    "metrics": 1,
-    "store": 2,
-    "collect": 3,
-    "notify": 3,
-    "webapp": 4,
-    "service": 5,
-    "cli": 6,
-}
-"""The layer of each top-level module or package of `monitor`: imports go to lower layers only
-(or within one's own package). collect and notify share a layer, so neither imports the other."""
+SLICES = ("alerts", "approvals", "health", "history", "servers", "sessions", "silences", "tokens")
+"""The feature packages: each is one concept as the dashboard, the API and the command line offer it
+(its `api`, `pages` and `cli` modules, and what only it needs). They stand on the plumbing below
+them and may use one another in one direction; only the composition roots above use them all."""
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("core", "reporter"),
+    ("fingerprint", "metrics", "sinks"),
+    ("config",),
+    ("store",),
+    ("collect", "identity", "notify"),
+    ("console", "web"),
+    SLICES,
+    ("app",),
+    ("service",),
+    ("cli",),
+)
+"""The layers, lowest first, of each top-level module or package of `monitor`:
 
-UNITS = {
-    "approvals": {
-        "errors": "core",
-        "policy": "core",
-        "names": "core",
-        "inputs": "core",
-        "gatewaywire": "core",
-        "records": "store",
-        "models": "store",
-        "storage": "store",
-        "cache": "store",
-        "service": "notify",
-        "recorder": "notify",
-        "point": "notify",
-        "api": "webapp",
-        "hooks": "webapp",
-        "gateway": "webapp",
-        "lane": "webapp",
-        "pages": "webapp",
-        "cli": "cli",
-        "hookcommand": "cli",
-    },
-    "identity": {
-        "roles": "core",
-        "models": "store",
-        "records": "store",
-        "storage": "store",
-        "audit": "notify",
-        "callers": "webapp",
-        "acts": "webapp",
-        "signin": "webapp",
-        "api": "webapp",
-        "pages": "webapp",
-        "cli": "cli",
-    },
-    "sessions": {"service": "notify", "api": "webapp", "pages": "webapp"},
-    "silences": {"service": "notify", "api": "webapp", "pages": "webapp", "cli": "cli"},
-}
-"""Each unit's modules by role, and the layer package each role belongs to. A unit's `__init__`
-holds only its docstring (the table of its roles), so importing it imports nothing."""
+- `core`: the pure domain (no I/O); `reporter`: a standalone client for hosts;
+- `fingerprint` (the public import path of the fingerprint), `metrics` (this process's counters),
+  `sinks` (each alert receiver's settings, body and re-post rule);
+- `config`: settings, validated through the models the packages below declare;
+- `store`: every table, the poll transaction, the read queries;
+- `collect` (polling), `identity` (who is calling), `notify` (the one path from a finding to an
+  alert, the outbox, delivery, silences);
+- `web` (the plumbing of pages and API routes) and `console` (of commands);
+- the feature packages (`SLICES`);
+- the composition roots: `app` (the web app), `service` (`serve`), `cli` (the command table)."""
+LAYER = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
 
 def module_name(path: Path, package: Path) -> str:
@@ -140,15 +116,13 @@ def _top_level(body: list[ast.stmt]) -> list[ast.stmt]:
 
 
 def top(name: str) -> str:
-    """The layer package a module belongs to: its top-level package, or its role's for a unit's module."""
+    """The top-level package (or module) of `monitor` a module belongs to."""
     parts = name.split(".")
-    if len(parts) >= 3 and parts[1] in UNITS:
-        return UNITS[parts[1]].get(parts[2], parts[1])
     return parts[1] if len(parts) >= 2 else name
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan), each a cycle."""
+    """Strongly connected components with more than one node (Tarjan), each a cycle."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -159,7 +133,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         index[node] = low[node] = len(index)
         stack.append(node)
         on_stack.add(node)
-        for target in sorted(graph[node]):
+        for target in sorted(graph.get(node, ())):
             if target not in index:
                 visit(target)
                 low[node] = min(low[node], low[target])
@@ -182,9 +156,50 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def package_problems(graph: dict[str, set[str]], packages: Iterable[str]) -> list[str]:
+    """Two-way pairs and cycles among the children of each package, at every level.
+
+    A child is a subpackage or a module directly inside the package; it imports another child when
+    any module inside it imports any module inside the other. The package's own `__init__` is not a
+    child (it is the package), so re-exporting from it is no edge between its children."""
+    found: list[str] = []
+    for parent in sorted(packages):
+        depth = parent.count(".") + 1
+
+        def child(module: str, parent: str = parent, depth: int = depth) -> str | None:
+            return module.split(".")[depth] if module.startswith(parent + ".") else None
+
+        edges: dict[str, dict[str, tuple[str, str]]] = defaultdict(dict)
+        for source, targets in graph.items():
+            source_child = child(source)
+            if source_child is None:
+                continue
+            for target in sorted(targets):
+                target_child = child(target)
+                if target_child is not None and target_child != source_child:
+                    edges[source_child].setdefault(target_child, (source, target))
+        reported: set[frozenset[str]] = set()
+        for a in sorted(edges):
+            for b in sorted(edges[a]):
+                if a in edges.get(b, {}) and frozenset((a, b)) not in reported:
+                    reported.add(frozenset((a, b)))
+                    there, back = edges[a][b], edges[b][a]
+                    found.append(
+                        f"{parent}.{a} and {parent}.{b} import each other "
+                        f"({there[0]} imports {there[1]}; {back[0]} imports {back[1]})"
+                    )
+        simple = {node: set(targets) for node, targets in edges.items()}
+        for component in cycles(simple):
+            if len(component) > 2 or frozenset(component) not in reported:
+                names = " -> ".join(f"{parent}.{node}" for node in component)
+                found.append(f"package cycle: {names}")
+    return found
+
+
 def problems(package: Path) -> list[str]:
     """Every violation in the package at `package` (a folder named `monitor`)."""
-    names = {module_name(path, package): path for path in sorted(package.rglob("*.py"))}
+    paths = sorted(package.rglob("*.py"))
+    names = {module_name(path, package): path for path in paths}
     known = set(names)
     graph = {name: imports_of(path, name, known) for name, path in names.items()}
     found: list[str] = []
@@ -194,23 +209,17 @@ def problems(package: Path) -> list[str]:
             found.append(f"{path.relative_to(package.parent)}: {lines} lines (limit {MAX_LINES})")
         if name == "monitor":
             continue
-        if name.split(".")[1] in UNITS:
-            unit, _, role = name.partition(".")[2].partition(".")
-            if not role:
-                if graph[name]:
-                    found.append(f"{name}: a unit's __init__ imports nothing (it would import every role)")
-                continue
-            if role.split(".")[0] not in UNITS[unit]:
-                found.append(f"{name}: not a role of unit {unit} (add it to UNITS in deploy/architecture.py)")
-                continue
-        if top(name) not in LAYERS:
-            found.append(f"{name}: not in any layer (add its package to LAYERS in deploy/architecture.py)")
+        if top(name) not in LAYER:
+            found.append(f"{name}: not in any layer (add it to LAYERS in deploy/architecture.py)")
             continue
         for target in sorted(graph[name]):
-            if top(target) == top(name) or top(target) not in LAYERS:
+            mine, theirs = top(name), top(target)
+            if theirs == mine or theirs not in LAYER:
                 continue
-            if LAYERS[top(target)] >= LAYERS[top(name)]:
+            if LAYER[theirs] > LAYER[mine] or (LAYER[theirs] == LAYER[mine] and mine not in SLICES):
                 found.append(f"{name} imports {target}: arrows point from higher layers to lower ones only")
+    packages = {module_name(path, package) for path in paths if path.name == "__init__.py"}
+    found += package_problems(graph, packages)
     found += [f"import cycle: {' -> '.join(component)}" for component in cycles(graph)]
     at_import = {name: imports_of(path, name, known, at_import=True) for name, path in names.items()}
     found += [
@@ -227,7 +236,10 @@ def main() -> int:
         print(f"architecture: {problem}", file=sys.stderr)
     if not found:
         count = sum(1 for _ in PACKAGE.rglob("*.py"))
-        print(f"architecture: {count} modules, layered, no import cycles, none over {MAX_LINES} lines")
+        print(
+            f"architecture: {count} modules, layered, no two packages importing each other, "
+            f"no import cycles, none over {MAX_LINES} lines"
+        )
     return 1 if found else 0
 
 

@@ -5,7 +5,7 @@ only go up (a restart starts them again at zero, which Prometheus reads as a res
 They were once derived from table rows, and `prune`, which deletes old rows, made them fall.
 Several `serve` instances each expose their own: `sum()` them in queries. What is a state rather
 than an event (servers, versions, open alerts) is a gauge read from the database at scrape time
-(`monitor.webapp.api.health`).
+(`monitor.health.api`).
 
 `serve`'s decision processes (`monitor.service.decisions`) send theirs to the main process, whose
 `/metrics` gives every process's together (`merged`): one scrape target, whatever the process count.

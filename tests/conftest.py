@@ -1,5 +1,6 @@
 """Shared fixtures: a migrated database on SQLite, and on PostgreSQL when DRIFT_MONITOR_TEST_PG_URL is set;
-the child-process leak check. The tests folder goes on sys.path, so `from support import ...` works."""
+`support.world`'s recorded history in it (`world`) and the API over that (`client`); the child-process
+leak check. The tests folder goes on sys.path, so `from support import ...` works."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -15,8 +17,12 @@ from sqlalchemy import Engine
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from support import no_leaked_children, postgres_schema
+from support.world import World, populate
 
 from monitor.store import Store, make_engine, migrate
+
+if TYPE_CHECKING:
+    from fastapi.testclient import TestClient
 
 # Hypothesis times every example (a 200 ms deadline) and the generation of its data (the too_slow
 # health check): on a busy machine both fail a property test for being slow, which is not what it tests.
@@ -58,6 +64,24 @@ def engine(database_url: str) -> Iterator[Engine]:
 @pytest.fixture
 def store(engine: Engine) -> Store:
     return Store(engine, attempts_kept=5, unreachable_after=3)
+
+
+@pytest.fixture
+def world(store: Store) -> World:
+    """`support.world`'s recorded history (two servers, four versions of `search`, a failing server,
+    alerts in every state) in `store`. A module that needs more in it defines its own `world`."""
+    return populate(store)
+
+
+@pytest.fixture
+def client(world: World) -> Iterator[TestClient]:
+    """The app over `world`, signed in with the API token (`support.web.web_client`), its lifespan
+    running for the test. A module that needs another app or sign-in defines its own `client`."""
+    # Imported here: only the tests that use the app import it, so the others still run while it cannot.
+    from support.web import web_client
+
+    with web_client(world.store) as test_client:
+        yield test_client
 
 
 @pytest.fixture

@@ -21,9 +21,9 @@ from support.gate import READ_ONLY_LOOKUP, WRITING_LOOKUP, Gate, gate_for, http_
 from support.web import TOKEN, add_token
 
 from monitor.approvals.gateway import GatewayAdapter, GatewayServer
-from monitor.approvals.models import DecisionRecord
 from monitor.config import DecisionSettings
 from monitor.store import Store
+from monitor.store.access import DecisionRecord
 from monitor.store.models import HostSession
 
 SEARCH = tool("search", description="Search records.", read_only=True)

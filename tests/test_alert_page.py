@@ -17,9 +17,9 @@ from support.web import add_token, bearer, hold_session, session_value, web_clie
 from support.world import T0
 
 from monitor.config import ServerConfig
-from monitor.config.webhooks import WebhookConfig
 from monitor.core.findings import Severity
 from monitor.notify.alerts import Alerting
+from monitor.sinks.base import WebhookConfig
 from monitor.store import Store
 from monitor.store.models import Alert, WebhookDelivery
 from monitor.store.registration import sync_servers

@@ -20,10 +20,10 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from monitor.config import ServerConfig
-from monitor.config.webhooks import AlertmanagerWebhookConfig
 from monitor.notify.alerts import Alerting
 from monitor.notify.delivery import Deliverer
 from monitor.notify.repost import repost_open_alerts
+from monitor.sinks.alertmanager import AlertmanagerWebhookConfig
 from monitor.store import Store
 from monitor.store.models import WebhookDelivery
 from monitor.store.registration import sync_servers

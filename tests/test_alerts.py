@@ -17,11 +17,12 @@ from sqlalchemy.orm import Session
 from support import Receiver, record_poll, webhook_secret
 
 from monitor.config import Config, MonitorSettings, ServerConfig
-from monitor.config.webhooks import WebhookConfig
 from monitor.core.rules import Severity
-from monitor.notify.alerts import Alerting, open_or_attach, resolve_matching
+from monitor.notify.alerts import Alerting
 from monitor.notify.delivery import Deliverer
 from monitor.notify.handling import AlertResolved, acknowledge
+from monitor.notify.lifecycle import open_or_attach, resolve_matching
+from monitor.sinks.base import WebhookConfig
 from monitor.store import Store
 from monitor.store.models import Alert, AlertFinding, FindingRecord, Server, Snapshot, WebhookDelivery
 from monitor.store.registration import sync_servers

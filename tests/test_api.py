@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -18,7 +17,7 @@ from support.tools import tool
 from support.web import AUTH, TOKEN, TOKEN_ENV, make_app, web_client
 from support.world import HOSTILE_SCRIPT, QUERY, T0, World, populate, record, versions
 
-from monitor.approvals.hooks import HOOK_PATHS
+from monitor.approvals.hosts import HOOK_PATHS
 from monitor.config import ServerConfig
 from monitor.core.fingerprint import CanonicalListing, fingerprint
 from monitor.store import PollOutcome, Store
@@ -26,17 +25,6 @@ from monitor.store.models import FindingRecord, Server
 from monitor.store.registration import sync_servers
 
 SECRET_HEADER = "Bearer s3cr3t-header-value"
-
-
-@pytest.fixture
-def world(store: Store) -> World:
-    return populate(store)
-
-
-@pytest.fixture
-def client(world: World) -> Iterator[TestClient]:
-    with web_client(world.store) as test_client:
-        yield test_client
 
 
 def test_servers_list_detail_and_pagination(client: TestClient, world: World) -> None:

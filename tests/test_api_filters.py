@@ -3,25 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from fastapi.testclient import TestClient
-from support.web import web_client
-from support.world import HOSTILE_SCRIPT, World, populate
-
-from monitor.store import Store
-
-
-@pytest.fixture
-def world(store: Store) -> World:
-    return populate(store)
-
-
-@pytest.fixture
-def client(world: World) -> Iterator[TestClient]:
-    with web_client(world.store) as test_client:
-        yield test_client
+from support.world import HOSTILE_SCRIPT, World
 
 
 @pytest.mark.parametrize(

@@ -12,15 +12,10 @@ from fastapi.testclient import TestClient
 from httpx import Response
 from sqlalchemy import create_engine, select
 from support.web import TOKEN, web_client
-from support.world import World, populate
+from support.world import World
 
 from monitor.store import Store
 from monitor.store.models import Alert
-
-
-@pytest.fixture
-def world(store: Store) -> World:
-    return populate(store)
 
 
 @pytest.fixture

@@ -22,9 +22,8 @@ from support.browser import CHROMIUM, browser_page, live_app, sign_in
 from support.web import add_token, make_app
 from support.world import populate
 
-from monitor.approvals.models import Approval
-from monitor.identity.models import AuditEvent
 from monitor.store import Store
+from monitor.store.access import Approval, AuditEvent
 from monitor.store.models import Alert
 
 pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -91,11 +90,15 @@ def assert_exact(listing: FetchedListing, tools: list[dict[str, Any]], pages: in
     assert listing.listing_bytes > len(json.dumps(tools, ensure_ascii=False, separators=(",", ":")))
 
 
-async def poll_error(target: Target, limits: Limits = HOSTILE_LIMITS) -> tuple[PollError, float]:
-    started = time.monotonic()
-    with pytest.raises(PollError) as caught:
+NO_HANG = 300.0
+"""Only so that a poll whose deadline failed ends the test instead of hanging it: no bound on speed."""
+
+
+async def poll_error(target: Target, limits: Limits = HOSTILE_LIMITS) -> PollError:
+    """The one error a poll of `target` ends with (the poll's own deadline ends a hanging server)."""
+    with pytest.raises(PollError) as caught, anyio.fail_after(NO_HANG):
         await fetch_listing(target, limits)
-    return caught.value, time.monotonic() - started
+    return caught.value
 
 
 # --- MCPServer: pages joined, raw JSON kept, both eras ---------------------------------------------
@@ -110,7 +113,7 @@ async def test_stdio_listing_is_every_page_exactly_as_sent(tools_file: Path, era
     assert listing.server_info == {"name": "drift-test-server", "version": "1.0.0"}
     assert listing.capabilities["tools"] == {"listChanged": False}
     assert not listing.list_changed_advertised
-    assert 0 < listing.elapsed_ms < LIMITS.timeout * 1000
+    assert listing.elapsed_ms > 0
 
 
 @pytest.mark.parametrize(("era", "version"), [("handshake", HANDSHAKE), ("modern", MODERN)])
@@ -230,21 +233,19 @@ STDIO_ONLY = [
 
 @pytest.mark.parametrize(("mode", "kind", "fragment"), HOSTILE + STDIO_ONLY)
 async def test_hostile_stdio_server(mode: str, kind: str, fragment: str) -> None:
-    error, elapsed = await poll_error(stdio_target("hostile_server.py", mode))
+    error = await poll_error(stdio_target("hostile_server.py", mode))
     assert error.kind == kind, error.message
     assert fragment in error.message
     assert "\n" not in error.message
-    assert elapsed < TIMEOUT + 1.0
 
 
 @pytest.mark.parametrize(("mode", "kind", "fragment"), HOSTILE)
 async def test_hostile_http_server(
     hostile_http: Callable[..., str], mode: str, kind: str, fragment: str
 ) -> None:
-    error, elapsed = await poll_error(http_target(hostile_http(mode)))
+    error = await poll_error(http_target(hostile_http(mode)))
     assert error.kind == kind, error.message
     assert fragment in error.message
-    assert elapsed < TIMEOUT + 1.0
 
 
 async def test_hang_times_out_in_the_modern_era_too(hostile_http: Callable[..., str]) -> None:
@@ -252,29 +253,27 @@ async def test_hang_times_out_in_the_modern_era_too(hostile_http: Callable[..., 
         stdio_target("hostile_server.py", "hang", era="modern"),
         http_target(hostile_http("hang"), "modern"),
     ):
-        error, elapsed = await poll_error(target)
+        error = await poll_error(target)
         assert (error.kind, error.message) == (
             "timeout",
             f"no answer to server/discover within {TIMEOUT:g} s",
         )
-        assert elapsed < TIMEOUT + 1.0
 
 
 async def test_server_ignoring_sigterm_is_killed() -> None:
-    """It answers, then ignores stdin EOF and SIGTERM: the SDK's SIGKILL ends it (checked by the fixture)."""
-    started = time.monotonic()
+    """It answers, then ignores stdin EOF and SIGTERM: the SDK's SIGKILL ends it (the leak fixture checks
+    that no process outlives the poll)."""
     listing = await fetch_listing(stdio_target("hostile_server.py", "ignore-sigterm"), HOSTILE_LIMITS)
     assert [tool["name"] for tool in listing.tools] == ["echo", "add"]
-    assert time.monotonic() - started < 8.0
 
 
 async def test_too_many_tools(fastmcp_http: str) -> None:
-    error, _ = await poll_error(http_target(fastmcp_http), Limits(timeout=10.0, max_tools=4))
+    error = await poll_error(http_target(fastmcp_http), Limits(timeout=10.0, max_tools=4))
     assert (error.kind, error.message) == ("limit", "listing exceeds 4 tools (at page 3)")
 
 
 async def test_sse_event_over_the_byte_limit(fastmcp_http: str) -> None:
-    error, _ = await poll_error(http_target(fastmcp_http), Limits(timeout=10.0, max_bytes=200))
+    error = await poll_error(http_target(fastmcp_http), Limits(timeout=10.0, max_bytes=200))
     assert error.kind == "limit", error.message
 
 
@@ -300,13 +299,13 @@ async def test_connection_refused() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}/mcp"
-    error, _ = await poll_error(http_target(url))
+    error = await poll_error(http_target(url))
     assert (error.kind, error.message) == ("connect", f"connection refused to {url}")
 
 
 async def test_missing_command() -> None:
     target = Target(name="missing", transport="stdio", command="/nonexistent/drift-test-server")
-    error, _ = await poll_error(target)
+    error = await poll_error(target)
     assert error.kind == "connect"
     assert "cannot start server command '/nonexistent/drift-test-server'" in error.message
 
@@ -317,7 +316,7 @@ async def test_headers_are_sent(hostile_http: Callable[..., str]) -> None:
     assert [tool["name"] for tool in listing.tools] == ["echo", "add"]
 
     wrong = "Bearer wrong-token-9876543210"
-    error, _ = await poll_error(http_target(url, headers={"Authorization": wrong}))
+    error = await poll_error(http_target(url, headers={"Authorization": wrong}))
     assert error.kind == "server-error"
     assert "HTTP 401 Unauthorized" in error.message
     assert "wrong-token" not in error.message
@@ -326,11 +325,9 @@ async def test_headers_are_sent(hostile_http: Callable[..., str]) -> None:
 async def test_secrets_never_reach_messages(hostile_http: Callable[..., str]) -> None:
     """rpc-error repeats the secret in its error message; the client must not."""
     token = SECRET.split()[1]
-    http_error, _ = await poll_error(
-        http_target(hostile_http("rpc-error"), headers={"Authorization": SECRET})
-    )
+    http_error = await poll_error(http_target(hostile_http("rpc-error"), headers={"Authorization": SECRET}))
     env = {"DRIFT_TEST_SECRET": token}
-    stdio_error, _ = await poll_error(stdio_target("hostile_server.py", "rpc-error", env=env))
+    stdio_error = await poll_error(stdio_target("hostile_server.py", "rpc-error", env=env))
     for error in (http_error, stdio_error):
         assert error.kind == "server-error"
         assert token not in error.message and token not in repr(error)

@@ -188,7 +188,7 @@ def test_client_profiles_in_the_config_file(tmp_path: Path) -> None:
     assert [p.view for p in load_config(config).servers[0].client] == ["claude-code", "claude-code-2"]
     for text, expected in (
         ('client = { capabilities = { sampling = "yes" } }\n', "client.0.capabilities.sampling"),
-        ('client = { nmae = "x" }\n', "client.0.nmae: Extra inputs"),
+        ('client = { nmae = "x" }\n', "client.0.nmae: unknown key"),
     ):
         config.write_text(server + text)
         with pytest.raises(ConfigError) as caught:

@@ -74,20 +74,37 @@ def test_defaults_without_a_file(monkeypatch: pytest.MonkeyPatch) -> None:
         ('[[servers]]\nname = "git"\ntransport = "stdio"\n', "servers[0] ('git'): command: required"),
         ('[[servers]]\nname = "w"\ntransport = "http"\n', "servers[0] ('w'): url: required"),
         ('[[servers]]\nname = "w"\ntransport = "ftp"\nurl="x"\n', "servers[0] ('w'): transport:"),
-        ('[[servers]]\nname = "w"\ntransport = "http"\nurl = "http://a"\nintervl = "5m"\n', "intervl: Extra"),
+        (
+            '[[servers]]\nname = "w"\ntransport = "http"\nurl = "http://a"\nintervl = "5m"\n',
+            "servers[0] ('w'): intervl: unknown key",
+        ),
         ('[[servers]]\nname = "w"\ntransport = "http"\nurl = "http://a"\ninterval = "soon"\n', "interval:"),
         ('[monitor]\npoll_interval = "-5s"\n', "[monitor] poll_interval:"),
         ("[monitor\n", "not valid TOML"),
         ('[[servers]]\nname = "a"\ntransport = "http"\nurl = "http://a"\n' * 2, "defined twice"),
-        ("[other]\n", "unknown section"),
+        ("[other]\n", "other: unknown section (the sections are monitor, servers, webhooks,"),
+        ('[monitor]\npoll_intervall = "5m"\n', "[monitor] poll_intervall: unknown key"),
+        ('[decisions]\nstale = "deny"\n', "[decisions] stale: unknown key"),
+        ('[auth]\nusers = { ann = "viewer" }\nsession_hour = 2\n', "[auth] session_hour: unknown key"),
+        (
+            '[[webhooks]]\nname = "t"\nurl = "http://a"\nformat = "teams"\n',
+            "webhooks[0] ('t'): format: not a sink",
+        ),
+        (
+            '[[webhooks]]\nname = "p"\nformat = "pagerduty"\n',
+            "webhooks[0] ('p'): routing_key_env: Field required",
+        ),
+        ('[aliases]\ngithub = ["gh", "not a name"]\n', "[aliases] github.1: String should match pattern"),
     ],
 )
 def test_bad_config_names_file_server_and_field(tmp_path: Path, text: str, expected: str) -> None:
+    """One line: the file, where in it (section, entry, key) and what is wrong."""
     path = write(tmp_path, text)
     with pytest.raises(ConfigError) as caught:
         load_config(path)
-    assert str(path) in str(caught.value)
+    assert str(caught.value).startswith(f"{path}: ")
     assert expected in str(caught.value)
+    assert "\n" not in str(caught.value)
 
 
 def test_missing_variable_is_named_without_leaking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -91,14 +91,16 @@ def test_deny_when_stale_decision_says_so(store: Store) -> None:
 
 
 def test_a_full_queue_is_answered_at_once(store: Store) -> None:
-    """`max_wait` is far longer than the test: only the full queue can answer it."""
+    """With `max_waiting` requests waiting already (none allowed here), a call is answered without
+    joining the queue: refused by the full queue, not left to time out at `max_wait` nor judged by the
+    lane's pace (there is none)."""
     for gate in lane_gate(store, max_waiting=0):
-        full(gate).max_wait = 4
-        started = time.monotonic()
+        lane = full(gate)
+        lane.max_wait = 4
         response = gate.client.post("/api/v1/hooks/claude-code", json=pre_tool_use("mcp__demo__lookup"))
         assert response.status_code == 200 and permission(response.json()) == "ask"
-        assert time.monotonic() - started < 4  # answered, not timed out at max_wait
-        assert unanswered(gate)["max-waiting"] == 1.0
+        assert unanswered(gate) == {"max-waiting": 1.0, "max-wait": 0.0, "expected-wait": 0.0}
+        assert lane.queued == 0 and not lane.waiting, "it never waited for a slot"
 
 
 def test_an_oversized_hook_input_is_still_answered_when_the_lane_is_full(store: Store) -> None:

@@ -17,11 +17,11 @@ from sqlalchemy import select
 from support import record_poll, tool
 from support.web import TOKEN, TOKEN_ENV, web_client
 
-from monitor.approvals.models import DecisionRecord
 from monitor.config import Config, ConfigError, MonitorSettings, ServerConfig, load_config
 from monitor.core.findings import Severity
 from monitor.core.fingerprint import fingerprint
 from monitor.store import Store
+from monitor.store.access import DecisionRecord
 from monitor.store.models import Alert
 from monitor.store.registration import sync_servers
 

@@ -257,7 +257,7 @@ def test_entrypoint_migrates_serves_and_stops_cleanly(
         [
             sys.executable,
             "-c",
-            "import monitor.webapp.app as app, monitor.store.db as db; print(db.ROOT, app.WEB)",
+            "import monitor.app as app, monitor.store.db as db; print(db.ROOT, app.WEB)",
         ],
         env=env,
         cwd=tmp_path,

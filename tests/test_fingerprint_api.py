@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from support.servers import SERVERS
 from support.web import web_client
-from support.world import World, populate, versions
+from support.world import World, versions
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
@@ -25,17 +24,6 @@ from monitor.store.models import PollAttempt
 VECTORS = json.loads((Path(__file__).parent / "data" / "fingerprint-vectors.json").read_text("utf-8"))[
     "vectors"
 ]
-
-
-@pytest.fixture
-def world(store: Store) -> World:
-    return populate(store)
-
-
-@pytest.fixture
-def client(world: World) -> Iterator[TestClient]:
-    with web_client(world.store) as test_client:
-        yield test_client
 
 
 def test_every_vector_through_the_api(client: TestClient) -> None:

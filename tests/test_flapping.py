@@ -13,9 +13,9 @@ from sqlalchemy.orm import Session
 from support import read_only_flip, record_poll, tool, webhook_secret
 
 from monitor.config import ServerConfig
-from monitor.config.webhooks import WebhookConfig
 from monitor.core.findings import Severity
 from monitor.notify.alerts import Alerting
+from monitor.sinks.base import WebhookConfig
 from monitor.store import Store
 from monitor.store.models import Alert, FindingRecord, Server, WebhookDelivery
 from monitor.store.registration import sync_servers

@@ -36,12 +36,12 @@ from support.gate import (
 )
 from support.polls import poll_once
 
-from monitor.approvals.models import UnmonitoredServer
 from monitor.collect.poller import Poller
 from monitor.config import Config, DecisionSettings, MonitorSettings, ServerConfig
 from monitor.core.findings import Severity
 from monitor.notify.alerts import alerting_store
 from monitor.store import PollOutcome, Store
+from monitor.store.access import UnmonitoredServer
 from monitor.store.models import Alert, FindingRecord
 from monitor.store.registration import sync_servers
 

@@ -21,12 +21,12 @@ from support.web import AUTH, TOKEN, add_token, bearer, hold_session, make_app, 
 from support.world import NOW, T0, populate
 
 from monitor.config import AuthSettings, Config, MonitorSettings, ServerConfig
-from monitor.config.webhooks import WebhookConfig
 from monitor.core.findings import Severity
-from monitor.identity.models import ApiToken, AuditEvent
-from monitor.identity.roles import Role
+from monitor.core.roles import Role
 from monitor.notify.alerts import Alerting
+from monitor.sinks.base import WebhookConfig
 from monitor.store import Store
+from monitor.store.access import ApiToken, AuditEvent
 from monitor.store.models import Alert, WebhookDelivery
 from monitor.store.registration import sync_servers
 
@@ -360,7 +360,7 @@ def test_every_operation_checks_a_role(store: Store) -> None:
     added without a permission fails here."""
     from security.security_harness import api_operations, fill_path
 
-    from monitor.approvals.hooks import HOOK_PATHS
+    from monitor.approvals.hosts import HOOK_PATHS
 
     populate(store)
     decide, viewer = bearer(add_token(store, "d", "decide")), bearer(add_token(store, "v", "viewer"))

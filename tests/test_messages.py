@@ -8,7 +8,7 @@ from support import tool
 
 from monitor.core.diff import diff_listings
 from monitor.store.queries import ToolChangeView
-from monitor.webapp.pages.diffview import tool_diff_view
+from monitor.web.diffview import tool_diff_view
 
 
 def purge(**annotations: Any) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from monitor.sessions import service as sessions
 from monitor.store import PollOutcome, Store
 from monitor.store.models import Alert
 from monitor.store.registration import sync_servers
-from monitor.webapp.app import CONTENT_SECURITY_POLICY
+from monitor.web.middleware import CONTENT_SECURITY_POLICY
 
 RAW_HIDDEN = ("\u202e", "\u202c", "\U000e0041", "\U000e0042", "\u200b")
 
@@ -253,7 +253,7 @@ def test_security_headers_on_every_kind_of_response(client: TestClient) -> None:
 
 
 def test_templates_use_no_safe_filter_and_no_inline_script() -> None:
-    from monitor.webapp.app import WEB
+    from monitor.app import WEB
 
     for template in (WEB / "templates").glob("*.html"):
         text = template.read_text()

@@ -4,25 +4,8 @@ the request. Over the history `support.world.populate` records."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from fastapi.testclient import TestClient
-from support.web import web_client
-from support.world import World, populate
-
-from monitor.store import Store
-
-
-@pytest.fixture
-def world(store: Store) -> World:
-    return populate(store)
-
-
-@pytest.fixture
-def client(world: World) -> Iterator[TestClient]:
-    with web_client(world.store) as test_client:
-        yield test_client
+from support.world import World
 
 
 def test_diff_between_two_versions_gives_the_dashboards_rows(client: TestClient, world: World) -> None:

@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import select
 from support import read_only_flip, record_poll
 
+from monitor.alerts.page import timeline
 from monitor.config import ServerConfig
-from monitor.config.webhooks import WebhookConfig
 from monitor.core.findings import Severity
 from monitor.core.fingerprint import fingerprint
 from monitor.notify.alerts import Alerting
@@ -22,10 +22,10 @@ from monitor.sessions.service import (
     list_sessions,
     register_session,
 )
+from monitor.sinks.base import WebhookConfig
 from monitor.store import Store, queries
 from monitor.store.models import Alert, FindingRecord, HostSession, WebhookDelivery
 from monitor.store.registration import sync_servers
-from monitor.webapp.pages.alert import timeline
 
 T0 = datetime(2026, 1, 1, 14, 0, tzinfo=UTC)
 GRACE = timedelta(minutes=5)

@@ -18,10 +18,10 @@ from support import cli, read_only_flip, record_poll, webhook_secret
 from support.web import AUTH, hold_session, session_value, web_client
 
 from monitor.config import ServerConfig
-from monitor.config.webhooks import WebhookConfig
 from monitor.core.findings import Severity
+from monitor.notify import silences
 from monitor.notify.alerts import Alerting
-from monitor.silences import service as silences
+from monitor.sinks.base import WebhookConfig
 from monitor.store import Store
 from monitor.store.models import Alert, FindingRecord, WebhookDelivery
 from monitor.store.registration import sync_servers

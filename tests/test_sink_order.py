@@ -19,11 +19,13 @@ from sqlalchemy.orm import Session
 from support.sinks import Alertmanager, PagerDuty
 
 from monitor.config import ConfigError, ServerConfig, load_config
-from monitor.config.webhooks import AlertmanagerWebhookConfig, PagerDutyWebhookConfig, WebhookConfig
 from monitor.core.states import DeliveryState
 from monitor.notify.alerts import Alerting
 from monitor.notify.delivery import Deliverer
 from monitor.notify.repost import repost_open_alerts
+from monitor.sinks.alertmanager import AlertmanagerWebhookConfig
+from monitor.sinks.base import WebhookConfig
+from monitor.sinks.pagerduty import PagerDutyWebhookConfig
 from monitor.store import Store, make_engine, migrate
 from monitor.store.installation import alert_keys
 from monitor.store.models import Alert, WebhookDelivery
@@ -231,7 +233,7 @@ async def test_static_labels_reach_alertmanager_and_pagerduty(
         ('format = "alertmanager"\nlabels = { __meta = "x" }', "not starting with a digit or '__'"),
         ('format = "alertmanager"\nlabels = { env = "" }', "must not be empty"),
         ('format = "pagerduty"\nrouting_key_env = "K"\nlabels = { findings = "x" }', "set by drift-monitor"),
-        ('format = "standard"\nlabels = { env = "prod" }', "labels: Extra inputs are not permitted"),
+        ('format = "standard"\nlabels = { env = "prod" }', "webhooks[0] ('w'): labels: unknown key"),
     ],
 )
 def test_static_labels_are_checked(tmp_path: Path, table: str, problem: str) -> None:

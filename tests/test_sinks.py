@@ -16,11 +16,13 @@ from sqlalchemy.orm import Session
 from support.sinks import Alertmanager, PagerDuty
 
 from monitor.config import ConfigError, ServerConfig, load_config
-from monitor.config.webhooks import AlertmanagerWebhookConfig, PagerDutyWebhookConfig, WebhookConfig
 from monitor.notify.alerts import Alerting
 from monitor.notify.delivery import Deliverer
 from monitor.notify.handling import acknowledge
 from monitor.notify.repost import repost_open_alerts
+from monitor.sinks.alertmanager import AlertmanagerWebhookConfig
+from monitor.sinks.base import WebhookConfig
+from monitor.sinks.pagerduty import PagerDutyWebhookConfig
 from monitor.store import Store
 from monitor.store.installation import alert_keys
 from monitor.store.models import Alert, DeliveryAttempt, WebhookDelivery
@@ -161,8 +163,8 @@ async def test_pagerduty_without_its_routing_key_fails_and_is_recorded(
     ("severity", "expected"),
     [("critical", "critical"), ("high", "error"), ("medium", "warning"), ("low", "info"), ("info", "info")],
 )
-def test_pagerduty_severities(severity: str, expected: str) -> None:
-    from monitor.notify.sinks.pagerduty import PagerDuty
+def test_pagerduty_severities(severity: str, expected: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from monitor.sinks.pagerduty import PagerDuty as PagerDutySink
 
     alert = {
         "id": 7,
@@ -176,9 +178,16 @@ def test_pagerduty_severities(severity: str, expected: str) -> None:
         "key": "9d3c0f1e-5a7b-4c2d-8e6f-0a1b2c3d4e5f:7",
     }
     webhook = PagerDutyWebhookConfig(name="pd", routing_key_env=ROUTING_ENV)
-    event = PagerDuty.body({"type": "alert.opened", "alert": alert, "findings": []}, webhook)
+    payload = {"type": "alert.opened", "alert": alert, "findings": []}
+    event = PagerDutySink.body(payload, webhook)
     assert event["payload"]["severity"] == expected and event["dedup_key"] == alert["key"]
-    assert json.dumps(event)
+    stored = PagerDutySink.render(payload, webhook)  # the outbox's body: the event, without the routing key
+    assert json.loads(stored) == event and "routing_key" not in event
+    monkeypatch.setenv(ROUTING_ENV, ROUTING_KEY)
+    sent = json.loads(PagerDutySink(webhook).content(stored))
+    assert sent == {"routing_key": ROUTING_KEY, **event}
+    status, answer = PagerDuty().handle(sent)  # a trigger PagerDuty's Events API v2 accepts
+    assert status == 202 and answer["dedup_key"] == alert["key"], answer
 
 
 def test_sink_config(tmp_path: Any) -> None:

@@ -12,11 +12,11 @@ from sqlalchemy import Engine, select
 from support.incident import Incident, incident_policy, seed_incident
 from support.web import web_client
 
+from monitor.alerts import pages as alert_pages
 from monitor.core.states import AlertState
 from monitor.sessions import pages as session_pages
 from monitor.store import Store
 from monitor.store.models import Alert
-from monitor.webapp.pages import alerts as alert_pages
 
 
 @pytest.fixture

@@ -20,12 +20,12 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import Session, sessionmaker
 from support import Process, Receiver, Reply, webhook_secret
 
-from monitor.config.webhooks import WebhookConfig
 from monitor.notify.delivery import Deliverer
 from monitor.notify.outbox import backoff_delay, enqueue, parse_retry_after, wake_after_commit
-from monitor.notify.signing import sign, signing_key
-from monitor.notify.sinks import render
-from monitor.notify.sinks.slack import SlackWebhook
+from monitor.sinks import render
+from monitor.sinks.base import WebhookConfig
+from monitor.sinks.signing import sign, signing_key
+from monitor.sinks.slack import SlackWebhook
 from monitor.store import make_engine
 from monitor.store.models import DeliveryAttempt, WebhookDelivery
 
@@ -364,7 +364,7 @@ SCRIPT = """
 import asyncio, sys
 from datetime import UTC, datetime
 from sqlalchemy.orm import Session, sessionmaker
-from monitor.config.webhooks import WebhookConfig
+from monitor.sinks.base import WebhookConfig
 from monitor.store import make_engine
 from monitor.notify.delivery import Deliverer
 from monitor.notify.outbox import enqueue

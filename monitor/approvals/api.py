@@ -22,14 +22,15 @@ from monitor.approvals.lane import DecisionLane
 from monitor.approvals.point import DecisionPoint
 from monitor.approvals.records import ApprovalRecord
 from monitor.core.ijson import storable
+from monitor.core.roles import Permission
 from monitor.core.states import ApprovalMode
 from monitor.core.text import make_visible
-from monitor.identity.acts import Acting
 from monitor.identity.callers import may_approve, may_decide, may_read, require
-from monitor.identity.roles import Permission
 from monitor.store.models import Server
 from monitor.store.records import ServerRecord
-from monitor.webapp.api.schemas import (
+from monitor.web.acts import Acting
+from monitor.web.deps import ReadSession, ServerName, Web, find_server_or_404
+from monitor.web.schemas import (
     ERRORS,
     FINGERPRINT,
     INT32_MAX,
@@ -42,12 +43,6 @@ from monitor.webapp.api.schemas import (
     StoredText,
     ToolNameText,
     not_found,
-)
-from monitor.webapp.deps import (
-    ReadSession,
-    ServerName,
-    Web,
-    find_server_or_404,
 )
 
 read_or_decide = require(Permission.READ, Permission.DECIDE)

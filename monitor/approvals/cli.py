@@ -9,8 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from monitor.approvals import hookcommand
-from monitor.cli.common import EXIT_OK, CommandError, config_option, load, open_store
-from monitor.identity.cli import command_line
+from monitor.console.common import EXIT_OK, CommandError, command_line, config_option, load, open_store
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session

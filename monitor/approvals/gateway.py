@@ -36,14 +36,14 @@ from google.protobuf.message import DecodeError
 from sqlalchemy.exc import SQLAlchemyError
 
 from monitor.approvals import gatewaywire as wire
-from monitor.approvals.hooks import host_reason
+from monitor.approvals.hosts.base import host_reason
 from monitor.approvals.inputs import Unreadable, read_object
 from monitor.approvals.names import exact_name
 from monitor.approvals.point import Answer, DecisionPoint, Unmonitored
 from monitor.core.ijson import storable
+from monitor.core.roles import Caller, Via
 from monitor.core.states import DecisionKind
 from monitor.identity.callers import Identity, decide_refusal
-from monitor.identity.roles import Caller, Via
 from monitor.store.db import GATEWAY_THREADS
 
 log = logging.getLogger(__name__)

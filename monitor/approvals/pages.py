@@ -20,18 +20,15 @@ from sqlalchemy.orm import Session
 from monitor.approvals import service, storage
 from monitor.approvals.api import point_of, refused
 from monitor.approvals.errors import ApprovalError, Conflict
-from monitor.identity.acts import Acting
+from monitor.core.roles import Permission
 from monitor.identity.callers import caller_of, page_approve, page_read
-from monitor.identity.roles import Permission
 from monitor.store.models import Server
 from monitor.store.records import ServerRecord
-from monitor.webapp.deps import (
-    Web,
-    page_server_or_404,
-)
-from monitor.webapp.pages.csrf import CheckedForm
-from monitor.webapp.pages.params import number_param
-from monitor.webapp.pages.rendering import redirect_with, render
+from monitor.web.acts import Acting
+from monitor.web.csrf import CheckedForm
+from monitor.web.deps import Web, page_server_or_404
+from monitor.web.params import number_param
+from monitor.web.rendering import redirect_with, render
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(page_read)])
 TheServer = Annotated[ServerRecord, Depends(page_server_or_404)]

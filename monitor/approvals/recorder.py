@@ -17,11 +17,11 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from monitor.approvals.models import UnmonitoredServer
 from monitor.approvals.policy import Verdict
 from monitor.approvals.storage import record_decision
 from monitor.sessions import service as host_sessions
 from monitor.store import Store
+from monitor.store.access import UnmonitoredServer
 from monitor.store.background import BackgroundWriter
 from monitor.store.db import insert
 from monitor.store.models import HostSession, Server

@@ -44,13 +44,3 @@ class DecisionLogRecord(Record):
     stale_listing: bool
     session_id: str | None
     client: str | None
-
-
-class UnmonitoredRecord(Record):
-    """A server name a host asked about that no monitored server has: a gap in what is gated."""
-
-    name: str
-    host: str = Field(description="The adapter that was asked: claude-code, codex, gemini-cli, toolhive")
-    first_seen: datetime
-    last_seen: datetime
-    calls: int

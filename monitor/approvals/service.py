@@ -24,7 +24,8 @@ from monitor.core.ijson import storable
 from monitor.core.rules import ABOUT_A_TOOL
 from monitor.core.states import AlertState, ApprovalMode, ResolveCause, ServerOrigin
 from monitor.core.text import make_visible
-from monitor.notify import alerts
+from monitor.notify import alerts, lifecycle
+from monitor.store import registration
 from monitor.store.models import Alert, AlertFinding, FindingRecord, Server, Snapshot
 
 _TOOL_RULE_IDS = [rule.id for rule in ABOUT_A_TOOL]
@@ -67,7 +68,7 @@ def approve(
         for alert in alerts_resolved_by(session, server.id, names, version):
             alert.resolved_by, alert.resolve_cause = actor, ResolveCause.APPROVED
             alert.resolve_note = f"approved as in v{version}" + (f": {request.note}" if request.note else "")
-            alerts.resolve(session, alert, now, policy=policy)
+            lifecycle.resolve(session, alert, now, policy=policy)
             resolved.append(alert.id)
     ids = {event.id for event in events}
     records = [record for record in storage.history(session, server) if record.id in ids]
@@ -95,7 +96,7 @@ def set_mode(
         raise Conflict(
             f"server {server_name!r} comes from a config file: set approval = {mode.value!r} there"
         )
-    return storage.set_mode(session, server, mode, actor=actor, note=note, now=now)
+    return registration.set_mode(session, server, mode, actor=actor, note=note, now=now)
 
 
 def locked_server(session: Session, name: str) -> Server:

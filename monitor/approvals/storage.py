@@ -20,38 +20,16 @@ from sqlalchemy import ColumnElement, Connection, Engine, delete, func, select
 from sqlalchemy.orm import Session
 
 from monitor.approvals.errors import Conflict, NotFound
-from monitor.approvals.models import Approval, DecisionRecord, UnmonitoredServer
 from monitor.approvals.policy import ApprovedTool, Verdict
-from monitor.approvals.records import ApprovalRecord, DecisionLogRecord, UnmonitoredRecord
+from monitor.approvals.records import ApprovalRecord, DecisionLogRecord
 from monitor.core.states import ApprovalAction, ApprovalMode
+from monitor.store.access import Approval, DecisionRecord
 from monitor.store.generations import decisions_changed
 from monitor.store.models import ListingTool, Server, Snapshot, ToolDefinition
 from monitor.store.retention import Progress, count_rows, delete_in_batches
 from monitor.store.views import decision_views, first_view_tools
 
 TOFU_ACTOR = "trust on first use"
-
-
-def set_mode(
-    session: Session, server: Server, mode: ApprovalMode, *, actor: str, note: str, now: datetime
-) -> bool:
-    """Change the server's approval mode, recording who did it; False when it already was `mode`."""
-    if server.approval == mode:
-        return False
-    server.approval = mode.value
-    decisions_changed(server)
-    session.add(
-        Approval(
-            server_id=server.id,
-            action=ApprovalAction.MODE,
-            mode=mode.value,
-            actor=actor,
-            note=note,
-            created_at=now,
-        )
-    )
-    session.flush()
-    return True
 
 
 def _version_tools(session: Session, server_id: int, version: int | None) -> tuple[int, dict[str, str]]:
@@ -308,14 +286,6 @@ def recent_decisions(session: Session, server_id: int, limit: int = 20) -> list[
 def _record(row: DecisionRecord, server: str) -> DecisionLogRecord:
     columns = {name: getattr(row, name) for name in DecisionLogRecord.model_fields if hasattr(row, name)}
     return DecisionLogRecord.model_validate({**columns, "server": server})
-
-
-def unmonitored_servers(session: Session, limit: int = 50) -> list[UnmonitoredRecord]:
-    """Names hosts asked about that no monitored server has, most recently asked about first."""
-    rows = session.scalars(
-        select(UnmonitoredServer).order_by(UnmonitoredServer.last_seen.desc()).limit(limit)
-    ).all()
-    return [UnmonitoredRecord.model_validate(row) for row in rows]
 
 
 def prune_decisions(

@@ -14,13 +14,15 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from monitor.approvals import cli as approvals
-from monitor.cli import database, logs, offline, registry, serve
-from monitor.cli.common import EXIT_BROKEN_PIPE, EXIT_USAGE, CommandError
+from monitor.cli import database, offline, serve
 from monitor.config import ConfigError
+from monitor.console import logs
+from monitor.console.common import EXIT_BROKEN_PIPE, EXIT_USAGE, CommandError
 from monitor.core.listing import ListingError
 from monitor.core.text import make_visible
-from monitor.identity import cli as token
+from monitor.servers import cli as registry
 from monitor.silences import cli as silence
+from monitor.tokens import cli as token
 
 COMMAND_GROUPS = (offline, database, serve, registry, approvals, silence, token)
 

@@ -7,7 +7,7 @@ import asyncio
 import sys
 from typing import TYPE_CHECKING, Any
 
-from monitor.cli.common import (
+from monitor.console.common import (
     EXIT_OK,
     EXIT_POLL_FAILED,
     CommandError,
@@ -16,7 +16,7 @@ from monitor.cli.common import (
     open_store,
     wants_colour,
 )
-from monitor.cli.report import Progress, write_alert_report, write_poll_report
+from monitor.console.report import Progress, write_alert_report, write_poll_report
 from monitor.core.text import make_visible
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def _prune_audit(engine: Engine, args: argparse.Namespace, step: PruneProgress) 
 
     from sqlalchemy.orm import Session
 
-    from monitor.identity.cli import command_line
+    from monitor.console.common import command_line
     from monitor.identity.storage import prune_audit, record_event
 
     now = datetime.now(UTC)

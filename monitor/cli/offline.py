@@ -7,13 +7,13 @@ import json
 import sys
 from typing import Any
 
-from monitor.cli.common import EXIT_FINDINGS, EXIT_OK, CommandError, severity, wants_colour
-from monitor.cli.report import write_text_report
+from monitor.console.common import EXIT_FINDINGS, EXIT_OK, CommandError, severity, wants_colour
+from monitor.console.report import write_text_report
 from monitor.core.diff import diff_canonical
 from monitor.core.findings import Severity
 from monitor.core.fingerprint import CanonicalListing, NotIJSONError
 from monitor.core.listing import ListingError, Tool, load_listing, read_listing
-from monitor.core.rules import CATALOG
+from monitor.core.rules import CATALOG, documented_order
 
 
 def register(commands: Any) -> None:
@@ -87,7 +87,8 @@ def _run_rules(args: argparse.Namespace) -> int:
 
 def rules_text() -> str:
     width = max(len(rule.id) for rule in CATALOG.values())
-    return "".join(f"{r.id:<{width}}  {r.severity.value:<8}  {r.meaning}\n" for r in CATALOG.values())
+    rules = documented_order(CATALOG.values())
+    return "".join(f"{r.id:<{width}}  {r.severity.value:<8}  {r.meaning}\n" for r in rules)
 
 
 def rules_markdown() -> str:
@@ -107,7 +108,9 @@ def rules_markdown() -> str:
     for scope, title in scopes:
         lines += [f"## {title}", "", "| rule | severity | meaning |", "|---|---|---|"]
         lines += [
-            f"| `{r.id}` | {r.severity.value} | {r.meaning} |" for r in CATALOG.values() if r.scope == scope
+            f"| `{r.id}` | {r.severity.value} | {r.meaning} |"
+            for r in documented_order(CATALOG.values())
+            if r.scope == scope
         ]
         lines.append("")
     return "\n".join(lines)

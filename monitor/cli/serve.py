@@ -7,8 +7,8 @@ import asyncio
 import functools
 from typing import Any
 
-from monitor.cli import logs
-from monitor.cli.common import EXIT_OK, CommandError, config_option, load
+from monitor.console import logs
+from monitor.console.common import EXIT_OK, CommandError, config_option, load
 
 
 def register(commands: Any) -> None:

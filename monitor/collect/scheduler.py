@@ -78,7 +78,7 @@ class LeaseRelease:
         self.owner = owner
 
     def after_poll(self, session: Session, poll: RecordedPoll) -> None:
-        if poll.listen_honored is not None:  # a watch session's record, not a poll
+        if poll.listen_ack:  # a watch session's record, not a poll
             return
         if poll.server.lease_owner == self.owner:
             poll.server.lease_owner = None

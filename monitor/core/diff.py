@@ -8,8 +8,7 @@ from typing import Any
 
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.listing import Tool
-from monitor.core.rules import TOOL_RULES, Finding, Severity, ToolChange
-from monitor.core.rules.renames import renamed_lookalikes
+from monitor.core.rules import LISTING_CHECKS, TOOL_CHECKS, Finding, Severity, ToolChange
 
 
 @dataclass(frozen=True)
@@ -55,11 +54,13 @@ def _tool(listing: CanonicalListing, name: str) -> Tool | None:
 
 
 def diff_changes(changes: Iterable[ToolChange]) -> Iterable[Finding]:
-    """Every finding of each changed tool, worst severity first within the tool, then the pairs of a
-    removed and an added tool whose names look alike (`tool-renamed-lookalike`)."""
+    """Every finding of each changed tool, worst severity first within the tool, then those of the
+    listing rules over all of the changes at once (a removed and an added tool whose names look
+    alike: `tool-renamed-lookalike`)."""
     changes = list(changes)
     for change in changes:
-        found = [finding for rule in TOOL_RULES if rule.check for finding in rule.check(change)]
+        found = [finding for check in TOOL_CHECKS.values() for finding in check(change)]
         found.sort(key=lambda finding: -finding.severity.rank)
         yield from found
-    yield from renamed_lookalikes(changes)
+    for listing_check in LISTING_CHECKS.values():
+        yield from listing_check(changes)

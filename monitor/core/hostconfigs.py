@@ -20,32 +20,25 @@ also expands a bare `$VAR` in its settings, so its files have that form rewritte
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import json5
+
 SERVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _VARIABLE = re.compile(r"\$\{([^}]*)\}")
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?$")
 _REMOTE_TYPES = {"http": "http", "streamable-http": "http", "streamablehttp": "http", "sse": "sse"}
 _BARE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-_JSONC = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?\*/|,(?=\s*(?:/[/*][^\n]*\s*)*[}\]])', re.DOTALL)
 
 
 def jsonc_loads(text: str) -> Any:
-    """JSON with comments and trailing commas (VS Code's JSONC), parsed; `json.JSONDecodeError` as
-    `json.loads` raises it, at the same line and column (comments become blanks)."""
-
-    def blank(match: re.Match[str]) -> str:
-        found = match.group(0)
-        if found.startswith('"'):
-            return found
-        return re.sub(r"[^\n]", " ", found)
-
-    return json.loads(_JSONC.sub(blank, text))
+    """JSON with comments and trailing commas (VS Code's JSONC), parsed by json5, whose grammar is a
+    superset of it; a `ValueError` naming the line and column when it is not."""
+    return json5.loads(text)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from monitor.identity.roles import Caller
+from monitor.core.roles import Caller
 from monitor.identity.storage import record_event
 from monitor.store.background import BackgroundWriter
 

@@ -39,8 +39,8 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from monitor.config import AuthSettings
+from monitor.core.roles import CONFIG_NAME, Caller, Permission, Role, Via, refusal
 from monitor.identity.audit import AuditLog, Event
-from monitor.identity.roles import CONFIG_NAME, Caller, Permission, Role, Via, refusal
 from monitor.identity.signin import SESSION_COOKIE, Signer
 from monitor.identity.storage import named_caller, token_caller, tokens_exist
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from monitor.identity.roles import Role
+from monitor.core.roles import Role
 from monitor.store.records import Record
 
 

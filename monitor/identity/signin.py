@@ -8,19 +8,21 @@ for this one) matches nothing. The message after an action travels in a signed c
 writes, never in the URL, so nobody can make an arbitrary sentence appear in the banner.
 
 The key is the database's `web_keys` row (`monitor.identity.storage.web_key`), shared by every
-instance, mixed with the configured token: a new configured token signs everyone out.
+instance, mixed with the configured token: a new configured token signs everyone out. Signing is
+itsdangerous's (HMAC-SHA256, a key derived per purpose), as Flask signs its sessions.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import hmac
-import json
 import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from itsdangerous import BadSignature, URLSafeSerializer
+from itsdangerous import Signer as Hmac
 
 SESSION_COOKIE = "dm_session"
 FLASH_COOKIE = "dm_flash"
@@ -37,9 +39,9 @@ class Session:
 
 
 class Signer:
-    """HMACs under the server's key, one purpose each. The key is read from the database the first
-    time it is needed (`load`), not when the app is built, so the app starts, and `/healthz` says so,
-    while the database is down."""
+    """Signatures under the server's key, one purpose each (a session cookie, a form's CSRF token, a
+    message). The key is read from the database the first time it is needed (`load`), not when the
+    app is built, so the app starts, and `/healthz` says so, while the database is down."""
 
     def __init__(self, key: Callable[[], bytes], config_token: str | None) -> None:
         self._read_key = key
@@ -55,24 +57,19 @@ class Signer:
                     self._key = hashlib.sha256(self._read_key() + b"\x00" + self._config_token).digest()
         return self._key
 
-    def sign(self, purpose: str, value: str) -> str:
-        message = f"{purpose}\x00{value}".encode("utf-8", "surrogatepass")
-        return hmac.new(self.load(), message, hashlib.sha256).hexdigest()
-
-    def verify(self, purpose: str, value: str, signature: str) -> bool:
-        return hmac.compare_digest(signature.encode("ascii", "replace"), self.sign(purpose, value).encode())
+    def _serializer(self, purpose: str) -> URLSafeSerializer:
+        return URLSafeSerializer(self.load(), salt=purpose, signer_kwargs={"digest_method": hashlib.sha256})
 
     def new_session(self, who: str, now: float, seconds: float) -> tuple[Session, str]:
         """A new session (a new id) and its cookie value."""
         session = Session(secrets.token_urlsafe(18), who, int(now + seconds))
-        payload = _encode({"sid": session.sid, "who": session.who, "exp": session.expires})
-        return session, f"{payload}.{self.sign('session', payload)}"
+        value = self._serializer("session").dumps(
+            {"sid": session.sid, "who": session.who, "exp": session.expires}
+        )
+        return session, value
 
     def read_session(self, value: str, now: float) -> Session | None:
-        payload, _, signature = value.partition(".")
-        if not payload or not signature or not self.verify("session", payload, signature):
-            return None
-        data = _decode(payload)
+        data = self._read("session", value)
         if not isinstance(data, dict):
             return None
         sid, who, expires = data.get("sid"), data.get("who"), data.get("exp")
@@ -82,26 +79,19 @@ class Signer:
 
     def csrf(self, sid: str) -> str:
         """The CSRF token of one session's forms."""
-        return self.sign("csrf", sid)
+        signer = Hmac(self.load(), salt="csrf", digest_method=hashlib.sha256)
+        return signer.get_signature(sid.encode("utf-8", "surrogatepass")).decode("ascii")
 
     def flash(self, message: str) -> str:
-        payload = _encode(message)
-        return f"{payload}.{self.sign('flash', payload)}"
+        return self._serializer("flash").dumps(message)
 
     def read_flash(self, value: str) -> str | None:
-        payload, _, signature = value.partition(".")
-        if not payload or not self.verify("flash", payload, signature):
-            return None
-        message = _decode(payload)
+        message = self._read("flash", value)
         return message if isinstance(message, str) else None
 
-
-def _encode(value: object) -> str:
-    return base64.urlsafe_b64encode(json.dumps(value, separators=(",", ":")).encode()).decode().rstrip("=")
-
-
-def _decode(payload: str) -> object:
-    try:
-        return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    except ValueError:
-        return None
+    def _read(self, purpose: str, value: str) -> Any:
+        """What a signed value holds, or None when it is not one this server signed for `purpose`."""
+        try:
+            return self._serializer(purpose).loads(value)
+        except (BadSignature, UnicodeError, ValueError):
+            return None

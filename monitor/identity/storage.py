@@ -16,9 +16,9 @@ from typing import Any
 from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.orm import Session
 
-from monitor.identity.models import ApiToken, AuditEvent, WebKey
+from monitor.core.roles import CONFIG_NAME, Caller, Role, Via
 from monitor.identity.records import AuditRecord, TokenRecord
-from monitor.identity.roles import CONFIG_NAME, Caller, Role, Via
+from monitor.store.access import ApiToken, AuditEvent, WebKey
 from monitor.store.db import insert
 from monitor.store.retention import Progress, count_rows, delete_in_batches
 

@@ -1,18 +1,18 @@
 """Alerts: findings worth a person's attention, one per (server, tool or session, rule) while open.
 
-An alert is open, acknowledged or resolved. While it is not resolved its `open_key` holds the
-(server, rule, tool, session) key under a unique index, so a repeat finding attaches to it
-instead of opening another: one webhook when the condition starts, one when it clears, no storm.
-Everything here runs inside the caller's transaction, so an alert and its outbox rows commit
-together with the findings that caused them.
+`Alerting` is the one path from a finding to an alert, whoever found it: it is the poll hook that
+every recorded poll runs in its own transaction (clearing what the poll shows fixed, raising what it
+found, holding back a flapping server's changes), and what the host-session checker raises and
+clears its standing conditions through. An alert's life (open, attach, raise, lower, resolve) is
+`monitor.notify.lifecycle`; which webhooks hear of it, and queueing what they hear, is
+`monitor.notify.routing`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence, Set
+from collections.abc import Iterable, Sequence, Set
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,18 +20,15 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from monitor.config import Config
-from monitor.config.webhooks import WebhookConfig
 from monitor.core.findings import Finding, Severity, ToolChange
-from monitor.core.rules import CATALOG, TOOL_RULES, Check
-from monitor.core.states import AlertEvent, AlertState, ResolveCause
-from monitor.notify.events import alert_event
-from monitor.notify.outbox import DEFAULT_EXPIRY, enqueue, opened_for, wake_after_commit
-from monitor.notify.payloads import MAX_FINDINGS, alert_payload
-from monitor.notify.sinks import hears
-from monitor.silences import service as silences
-from monitor.store.db import insert
+from monitor.core.rules import CATALOG, TOOL_CHECKS
+from monitor.core.states import AlertState
+from monitor.notify import silences
+from monitor.notify.lifecycle import attach, open_alert, open_key, open_or_attach, resolve, resolve_matching
+from monitor.notify.outbox import DEFAULT_EXPIRY
+from monitor.notify.routing import Routing
+from monitor.sinks.base import WebhookConfig
 from monitor.store.flapping import settled_changes
-from monitor.store.installation import alert_keys
 from monitor.store.models import (
     Alert,
     AlertFinding,
@@ -43,14 +40,12 @@ from monitor.store.models import (
 )
 from monitor.store.polled import RecordedPoll
 from monitor.store.polls import PollHook, Store, store_findings
-from monitor.store.records import resolution
 
-_TOOL_CHECKS: dict[str, Check] = {rule.id: rule.check for rule in TOOL_RULES if rule.check}
-_CLEARED_BY_POLLS = [rule for rule in CATALOG.values() if rule.clears is not None]
-"""The server rules a recorded poll can show cleared, each with its own test (`Rule.clears`)."""
+_SERVER_RULES = [rule for rule in CATALOG.values() if rule.scope == "server"]
+"""The rules a recorded poll can show ended (`Rule.ends_with`)."""
 
 
-class Alerting:
+class Alerting(Routing):
     """The alert policy and poll hook: which findings open alerts, and which webhooks hear of them."""
 
     def __init__(
@@ -63,19 +58,13 @@ class Alerting:
         clear_for: timedelta = timedelta(seconds=15),
         flapping_window: timedelta = timedelta(hours=1),
     ) -> None:
-        self.webhooks = list(webhooks)
-        self.base_url = base_url.rstrip("/")
-        self.min_severity = min_severity or min(
-            (webhook.min_severity for webhook in self.webhooks), key=lambda s: s.rank, default=Severity.HIGH
+        super().__init__(
+            webhooks, base_url=base_url, min_severity=min_severity, delivery_expiry=delivery_expiry
         )
-        """Findings at or above this open alerts; by default the lowest any webhook wants."""
-        self.delivery_expiry = delivery_expiry
         self.clear_for = clear_for
         """How long a re-checked condition must stay clear before its alert resolves: one full check."""
         self.flapping_window = flapping_window
         """A flapping server has settled once one listing has lasted this long."""
-        self.on_enqueue: Callable[[], None] | None = None
-        """Called after a transaction that enqueued deliveries commits (e.g. `Deliverer.notify`)."""
 
     @classmethod
     def from_config(cls, config: Config) -> Alerting:
@@ -103,11 +92,11 @@ class Alerting:
         # Only a poll of this server opens one, and this poll holds the server's row (locked on
         # PostgreSQL; SQLite has one writer): none opens between this read and the commit.
         if poll.server.flapping_alert_possible:
-            flapping = _open_alert(session, open_key(poll.server.id, "listing-flapping", None, None))
+            flapping = open_alert(session, open_key(poll.server.id, "listing-flapping", None, None))
             poll.server.flapping_alert_possible = flapping is not None
         facts = poll.facts
-        for rule in _CLEARED_BY_POLLS:
-            if rule.clears is not None and rule.clears(facts):
+        for rule in _SERVER_RULES:
+            if rule.ends_with(facts):
                 resolve_matching(session, poll.server.id, rule.id, now=poll.now, policy=self)
         if poll.snapshot is not None:
             if poll.new_version:
@@ -127,7 +116,7 @@ class Alerting:
         if flapping is not None and flapping.state == AlertState.RESOLVED:
             flapping = None
         if flapping is not None or any(f.rule == "listing-flapping" for f in findings):
-            findings = [f for f in findings if f.rule not in _TOOL_CHECKS]
+            findings = [f for f in findings if f.rule not in TOOL_CHECKS]
         self.raise_findings(session, poll.server, findings, now=poll.now, undone=undone)
 
     def _settle(
@@ -211,10 +200,10 @@ class Alerting:
         condition is one finding and one alert, however often it is checked. A lower one lowers the
         alert in place (a session behind a version that undid the worst it missed); no webhook.
         """
-        alert = _open_alert(session, open_key(server.id, finding.rule, finding.tool, session_id))
+        alert = open_alert(session, open_key(server.id, finding.rule, finding.tool, session_id))
         if alert is not None and alert.severity_rank > finding.severity.rank:
             records = store_findings(session, server.id, [finding], now)
-            _attach(session, alert, server, finding.severity, finding.message, records, now, self, lower=True)
+            attach(session, alert, server, finding.severity, finding.message, records, now, self, lower=True)
             return
         if alert is not None and alert.severity_rank == finding.severity.rank:
             alert.last_seen_at = max(alert.last_seen_at, now)
@@ -243,7 +232,7 @@ class Alerting:
         A condition that returns in between (`raise_standing`) keeps the same alert: one condition is
         one alert, and a checker racing a heartbeat cannot turn it into open, resolved, open.
         """
-        alert = _open_alert(session, open_key(server_id, rule, None, session_id))
+        alert = open_alert(session, open_key(server_id, rule, None, session_id))
         if alert is None:
             return
         if alert.clear_since is None:
@@ -274,7 +263,7 @@ class Alerting:
                 Alert.server_id == server_id,
                 Alert.state.in_(AlertState.unresolved()),
                 Alert.tool.is_not(None),
-                Alert.rule.in_(list(_TOOL_CHECKS)),
+                Alert.rule.in_(list(TOOL_CHECKS)),
             )
             .with_for_update(of=Alert)
         ).all()
@@ -290,14 +279,11 @@ class Alerting:
             change = ToolChange(alert.tool, baselines[baseline_id].get(alert.tool), current.get(alert.tool))
             if not any(
                 finding.rule == alert.rule and finding.severity.rank >= self.min_severity.rank
-                for finding in _TOOL_CHECKS[alert.rule](change)
+                for finding in TOOL_CHECKS[alert.rule](change)
             ):
                 resolve(session, alert, now, policy=self)
                 undone.add(_change_key(alert.tool, first.field, first.new, first.old))
         return undone
-
-    def webhooks_for(self, rank: int) -> list[WebhookConfig]:
-        return [webhook for webhook in self.webhooks if rank >= webhook.min_severity.rank]
 
 
 def alerting_store(
@@ -318,171 +304,6 @@ def alerting_store(
         hooks=[*hooks, alerting],
     )
     return store, alerting
-
-
-def open_or_attach(
-    session: Session,
-    server: Server,
-    *,
-    rule: str,
-    severity: Severity,
-    tool: str | None = None,
-    session_id: str | None = None,
-    message: str,
-    findings: Sequence[FindingRecord] = (),
-    now: datetime,
-    policy: Alerting,
-) -> Alert:
-    """The open alert for this key with `findings` attached, opening (and announcing) it if needed.
-
-    The caller decides whether `severity` deserves an alert (see `Alerting.min_severity`); webhooks
-    still hear only of alerts at or above their own `min_severity`.
-    """
-    key = open_key(server.id, rule, tool, session_id)
-    for _ in range(3):
-        alert = _open_alert(session, key)
-        if alert is not None:
-            _attach(session, alert, server, severity, message, findings, now, policy)
-            return alert
-        # ON CONFLICT: a concurrent transaction that opened this key first wins, and we attach.
-        alert_id = session.scalar(
-            insert(session)(Alert)
-            .values(
-                server_id=server.id,
-                rule=rule,
-                severity=severity.value,
-                severity_rank=severity.rank,
-                tool=tool,
-                session_id=session_id,
-                state=AlertState.OPEN,
-                open_key=key,
-                message=message,
-                opened_at=now,
-                last_seen_at=now,
-            )
-            .on_conflict_do_nothing(index_elements=["open_key"])
-            .returning(Alert.id)
-        )
-        if alert_id is not None:
-            alert = session.get_one(Alert, alert_id)
-            if rule == "listing-flapping":  # what lets a poll of the server skip looking for one
-                server.flapping_alert_possible = True
-            session.add_all(AlertFinding(alert_id=alert.id, finding_id=f.id) for f in findings)
-            alert_event(session, alert, server.name, "opened")
-            announce(
-                session,
-                alert,
-                server.name,
-                AlertEvent.OPENED,
-                policy.webhooks_for(severity.rank),
-                now,
-                policy,
-            )
-            return alert
-    raise RuntimeError(f"alert {key} kept opening and resolving under us")
-
-
-def resolve(session: Session, alert: Alert, now: datetime, *, policy: Alerting) -> None:
-    """Resolve the alert and tell the webhooks that heard it open; resolving twice does nothing."""
-    if alert.state == AlertState.RESOLVED:
-        return
-    alert.state, alert.resolved_at, alert.open_key = AlertState.RESOLVED, now, None
-    if alert.resolved_by is None or alert.resolve_cause is None:  # no person and cause given: cleared
-        alert.resolved_by, alert.resolve_cause = None, ResolveCause.CLEARED
-    server = session.get_one(Server, alert.server_id)
-    cause = resolution(alert.state, alert.resolve_cause, alert.resolved_by, alert.resolve_note)
-    alert_event(session, alert, server.name, "resolved", by=alert.resolved_by, cause=cause)
-    announce(
-        session,
-        alert,
-        server.name,
-        AlertEvent.RESOLVED,
-        policy.webhooks_for(alert.severity_rank),
-        now,
-        policy,
-    )
-
-
-def resolve_matching(
-    session: Session,
-    server_id: int,
-    rule: str,
-    tool: str | None = None,
-    session_id: str | None = None,
-    *,
-    now: datetime,
-    policy: Alerting,
-) -> Alert | None:
-    """Resolve the open alert with exactly this key, if there is one, and return it."""
-    alert = _open_alert(session, open_key(server_id, rule, tool, session_id))
-    if alert is not None:
-        resolve(session, alert, now, policy=policy)
-    return alert
-
-
-def open_key(server_id: int, rule: str, tool: str | None, session_id: str | None) -> str:
-    """Unambiguous whatever a tool is named, and of fixed length, so the unique index never overflows."""
-    digest = hashlib.sha256(json.dumps([tool, session_id]).encode("ascii")).hexdigest()
-    return f"{server_id}/{rule}/{digest}"
-
-
-def _open_alert(session: Session, key: str) -> Alert | None:
-    return session.scalar(select(Alert).where(Alert.open_key == key).with_for_update())
-
-
-def _attach(
-    session: Session,
-    alert: Alert,
-    server: Server,
-    severity: Severity,
-    message: str,
-    findings: Sequence[FindingRecord],
-    now: datetime,
-    policy: Alerting,
-    *,
-    lower: bool = False,
-) -> None:
-    """A repeat: no new webhook, except to webhooks a worse severity now concerns that have not heard
-    the alert open yet. With `lower`, a better severity lowers the alert in place, with no webhook."""
-    session.add_all(AlertFinding(alert_id=alert.id, finding_id=f.id) for f in findings)
-    alert.last_seen_at = max(alert.last_seen_at, now)
-    alert.clear_since = None
-    if severity.rank > alert.severity_rank or (lower and severity.rank < alert.severity_rank):
-        raised = severity.rank > alert.severity_rank
-        alert.severity, alert.severity_rank, alert.message = severity.value, severity.rank, message
-        alert_event(session, alert, server.name, "raised" if raised else "lowered")
-        if raised:
-            heard = opened_for(session, alert.id)
-            newly = [w for w in policy.webhooks_for(severity.rank) if w.name not in heard]
-            announce(session, alert, server.name, AlertEvent.OPENED, newly, now, policy)
-
-
-def announce(
-    session: Session,
-    alert: Alert,
-    server: str,
-    event_type: AlertEvent,
-    targets: Iterable[WebhookConfig],
-    now: datetime,
-    policy: Alerting,
-) -> None:
-    """Queue the event for those of `targets` whose sinks hear it, in the caller's transaction."""
-    targets = [webhook for webhook in targets if hears(webhook, event_type)]
-    if not targets:
-        return
-    session.flush()
-    findings = session.scalars(
-        select(FindingRecord)
-        .join(AlertFinding, AlertFinding.finding_id == FindingRecord.id)
-        .where(AlertFinding.alert_id == alert.id)
-        .order_by(FindingRecord.id)
-        .limit(MAX_FINDINGS)
-    ).all()
-    payload = alert_payload(event_type, alert, server, findings, policy.base_url, alert_keys(session))
-    for webhook in targets:
-        enqueue(session, webhook, payload, alert_id=alert.id, now=now, expires_after=policy.delivery_expiry)
-    if policy.on_enqueue is not None:
-        wake_after_commit(session, policy.on_enqueue)
 
 
 def _change_key(tool: str | None, field: str | None, old: Any, new: Any) -> str:

@@ -21,13 +21,12 @@ from sqlalchemy import ColumnElement, Engine, and_, case, or_, select
 from sqlalchemy.orm import Session, aliased, sessionmaker
 
 from monitor.config import Config
-from monitor.config.webhooks import WebhookConfig
 from monitor.core.states import AlertEvent, AlertState, DeliveryState
 from monitor.core.text import make_visible
 from monitor.metrics import DELIVERIES
 from monitor.notify.outbox import backoff_delay, parse_retry_after
-from monitor.notify.sinks import sink_for
-from monitor.notify.sinks.base import clip
+from monitor.sinks import sink_for
+from monitor.sinks.base import WebhookConfig, clip
 from monitor.store.models import Alert, DeliveryAttempt, WebhookDelivery
 
 if TYPE_CHECKING:

@@ -12,8 +12,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from monitor.core.states import AlertEvent, AlertState, ResolveCause
-from monitor.notify.alerts import Alerting, announce, resolve
+from monitor.notify.alerts import Alerting
 from monitor.notify.events import alert_event
+from monitor.notify.lifecycle import resolve
+from monitor.notify.routing import announce
 from monitor.store.models import Alert, Server
 from monitor.store.records import SilenceRecord
 

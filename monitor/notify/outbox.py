@@ -17,9 +17,9 @@ from typing import Any
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
-from monitor.config.webhooks import WebhookConfig
 from monitor.core.states import AlertEvent, DeliveryState
-from monitor.notify.sinks import render
+from monitor.sinks import render
+from monitor.sinks.base import WebhookConfig
 from monitor.store.models import WebhookDelivery
 
 DEFAULT_EXPIRY = timedelta(hours=24)

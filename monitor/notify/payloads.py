@@ -1,6 +1,6 @@
 """The alert event's body (docs/contract.md section 9), built from the alert's and its findings' records.
 
-Every sink renders what it sends from this body (`monitor.notify.sinks`).
+Every sink renders what it sends from this body (`monitor.sinks`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from monitor.core.states import AlertEvent, AlertState, DeliveryState
 from monitor.notify.alerts import Alerting
 from monitor.notify.outbox import enqueue, wake_after_commit
 from monitor.notify.payloads import alert_payload
-from monitor.notify.sinks import reposts_open_alerts
+from monitor.sinks import reposts_open_alerts
 from monitor.store.installation import alert_keys
 from monitor.store.models import Alert, Server, WebhookDelivery
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import uvicorn
 
+from monitor.app import create_app
 from monitor.approvals.gateway import GatewayAdapter, GatewayServer
 from monitor.approvals.point import DecisionPoint
 from monitor.collect.instancelock import lock_sqlite
@@ -26,12 +27,11 @@ from monitor.identity.callers import Identity
 from monitor.notify.alerts import Alerting, alerting_store
 from monitor.notify.delivery import Deliverer
 from monitor.notify.repost import repost_open_alerts
-from monitor.notify.sinks import reposts_open_alerts
 from monitor.service.decisions import DecisionProcess
 from monitor.service.runtime import QuietServer, long_running_heap
 from monitor.sessions import service as sessions
+from monitor.sinks import reposts_open_alerts
 from monitor.store import PollOutcome, Store, check_schema, make_engine
-from monitor.webapp.app import create_app
 
 log = logging.getLogger("drift_monitor.service")
 

@@ -36,15 +36,15 @@ import uvicorn
 from fastapi import FastAPI
 from prometheus_client.core import Metric
 
+from monitor.app import create_app
 from monitor.collect.poller import Poller
 from monitor.config import Config, ConfigError
+from monitor.health.api import process_families
 from monitor.metrics import merged
 from monitor.notify.alerts import alerting_store
 from monitor.service.runtime import QuietServer, long_running_heap
 from monitor.store import PollOutcome, Store, make_engine
-from monitor.webapp.api.health import process_families
-from monitor.webapp.app import create_app
-from monitor.webapp.context import PollNow
+from monitor.web.context import PollNow
 
 log = logging.getLogger("drift_monitor.service.decisions")
 

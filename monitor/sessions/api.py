@@ -11,8 +11,11 @@ from monitor.core.ijson import storable
 from monitor.core.text import make_visible
 from monitor.identity.callers import may_read, may_report
 from monitor.sessions import service as host_sessions
+from monitor.sessions.bodies import SessionCreate, SessionHeartbeat
 from monitor.store.records import SessionRecord
-from monitor.webapp.api.schemas import (
+from monitor.web.context import WebContext
+from monitor.web.deps import ReadSession, Web, WriteSession
+from monitor.web.schemas import (
     ERRORS,
     NO_NUL,
     SERVER_NAME,
@@ -21,13 +24,9 @@ from monitor.webapp.api.schemas import (
     ErrorOut,
     Limit,
     Page,
-    SessionCreate,
-    SessionHeartbeat,
     not_found,
     utc,
 )
-from monitor.webapp.context import WebContext
-from monitor.webapp.deps import ReadSession, Web, WriteSession
 
 router = APIRouter(
     prefix="/api/v1",

@@ -11,16 +11,15 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
-from monitor.approvals.storage import unmonitored_servers
 from monitor.core.findings import Finding
 from monitor.identity.callers import page_read
 from monitor.sessions import service as host_sessions
 from monitor.store import queries
 from monitor.store.records import SessionRecord, SnapshotRecord
-from monitor.webapp.deps import ReadSession, Web
-from monitor.webapp.pages.params import number_param
-from monitor.webapp.pages.refresh import auto_refresh
-from monitor.webapp.pages.rendering import render
+from monitor.web.deps import ReadSession, Web
+from monitor.web.params import number_param
+from monitor.web.refresh import auto_refresh
+from monitor.web.rendering import render
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(page_read)])
 SESSIONS_PER_PAGE = 50
@@ -125,5 +124,5 @@ def sessions_page(
         next_page=number + 1 if start + SESSIONS_PER_PAGE < len(records) else None,
         stale_only=stale_only,
         missed_shown=MISSED_SHOWN,
-        unmonitored=unmonitored_servers(session),
+        unmonitored=queries.unmonitored_servers(session),
     )

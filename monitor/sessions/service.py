@@ -25,7 +25,7 @@ from monitor.core.fingerprint import NotIJSONError
 from monitor.core.fingerprint import fingerprint as listing_fingerprint
 from monitor.core.listing import ListingError, validate_tools
 from monitor.core.rules import servers as rules
-from monitor.notify import alerts
+from monitor.notify import alerts, lifecycle
 from monitor.store.models import (
     ClientView,
     HostSession,
@@ -353,7 +353,7 @@ def check_sessions(
     for host, server in expired:
         # Going silent is no sign of catching up: a stale session's alert stays open (until the host
         # reports the current listing again, or a person resolves it); being long-lived has ended.
-        alerts.resolve_matching(
+        lifecycle.resolve_matching(
             session, server.id, "session-long-lived", session_id=host.session_id, now=now, policy=policy
         )
     if expired:
@@ -381,4 +381,4 @@ def _resolve_session_alerts(
     session: Session, server: Server, session_id: str, now: datetime, policy: alerts.Alerting
 ) -> None:
     for rule in ("session-stale", "session-long-lived"):
-        alerts.resolve_matching(session, server.id, rule, session_id=session_id, now=now, policy=policy)
+        lifecycle.resolve_matching(session, server.id, rule, session_id=session_id, now=now, policy=policy)

@@ -1,9 +1,8 @@
-"""Silences, as one unit: muting findings by server, tool and rule until a time, with who and why.
+"""Silences as people make and end them: muting findings by server, tool and rule until a time, with
+who and why. What a silence mutes is `monitor.notify.silences` (the alert path asks it before
+opening an alert).
 
-| module | role (layer) | what |
-|---|---|---|
-| `service` | notify | silences and what they mute (`monitor.notify.alerts` asks before opening an alert) |
-| `api` | webapp | `/api/v1/silences` |
-| `pages` | webapp | the silences page and its form |
-| `cli` | cli | `drift-monitor silence add`, `list`, `expire` |
+- `api`: `/api/v1/silences`.
+- `pages`: the silences page and its form.
+- `cli`: `drift-monitor silence add`, `list`, `expire`.
 """

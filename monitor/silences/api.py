@@ -10,12 +10,12 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, JsonValue
 
 from monitor.config import parse_duration
 from monitor.core.rules import CATALOG
-from monitor.identity.acts import Acting
 from monitor.identity.callers import may_read, may_respond
-from monitor.notify import handling
-from monitor.silences import service as silences
+from monitor.notify import handling, silences
 from monitor.store.records import SilenceRecord
-from monitor.webapp.api.schemas import (
+from monitor.web.acts import Acting
+from monitor.web.deps import ReadSession, Web
+from monitor.web.schemas import (
     ERRORS,
     NO_NUL,
     SERVER_NAME,
@@ -27,12 +27,11 @@ from monitor.webapp.api.schemas import (
     unprocessable,
     utc,
 )
-from monitor.webapp.deps import ReadSession, Web
 
 router = APIRouter(
     prefix="/api/v1",
     tags=["silences"],
-    responses=ERRORS,  # each route says who may use it (monitor.identity.roles)
+    responses=ERRORS,  # each route says who may use it (monitor.core.roles)
     default_response_class=ApiJSONResponse,
 )
 

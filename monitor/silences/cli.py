@@ -7,9 +7,8 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from monitor.cli.common import EXIT_OK, CommandError, config_option, load, open_store
+from monitor.console.common import EXIT_OK, CommandError, command_line, config_option, load, open_store
 from monitor.core.text import make_visible
-from monitor.identity.cli import command_line
 
 if TYPE_CHECKING:
     from monitor.store.records import SilenceRecord
@@ -56,7 +55,7 @@ def _ends_at(args: argparse.Namespace, now: datetime) -> datetime:
 
 def _run_add(args: argparse.Namespace) -> int:
     from monitor.identity.storage import record_event
-    from monitor.silences import service as silences
+    from monitor.notify import silences
 
     now, caller = datetime.now(UTC), command_line()
     reason = f"for {args.by}: {args.reason}" if args.by else args.reason
@@ -85,7 +84,7 @@ def _run_add(args: argparse.Namespace) -> int:
 
 
 def _run_list(args: argparse.Namespace) -> int:
-    from monitor.silences import service as silences
+    from monitor.notify import silences
 
     store = open_store(load(args))
     try:
@@ -102,7 +101,7 @@ def _run_list(args: argparse.Namespace) -> int:
 
 def _run_expire(args: argparse.Namespace) -> int:
     from monitor.identity.storage import record_event
-    from monitor.silences import service as silences
+    from monitor.notify import silences
 
     now, caller = datetime.now(UTC), command_line()
     store = open_store(load(args))

@@ -13,16 +13,14 @@ from sqlalchemy.orm import Session
 from monitor.config import parse_duration
 from monitor.core.rules import CATALOG
 from monitor.core.text import make_visible
-from monitor.identity.acts import Acting
 from monitor.identity.callers import page_read, page_respond
-from monitor.notify import handling
-from monitor.silences import service as silences
-from monitor.webapp.context import WebContext
-from monitor.webapp.deps import ReadSession, Web
-from monitor.webapp.pages.alert import form_text
-from monitor.webapp.pages.csrf import CheckedForm
-from monitor.webapp.pages.params import number_param, safe_next
-from monitor.webapp.pages.rendering import redirect_with, render
+from monitor.notify import handling, silences
+from monitor.web.acts import Acting
+from monitor.web.context import WebContext
+from monitor.web.csrf import CheckedForm, form_text
+from monitor.web.deps import ReadSession, Web
+from monitor.web.params import number_param, safe_next
+from monitor.web.rendering import redirect_with, render
 
 router = APIRouter(include_in_schema=False, dependencies=[Depends(page_read)])
 DURATIONS = ("1h", "4h", "1d", "7d")

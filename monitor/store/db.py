@@ -23,7 +23,7 @@ ROOT = Path(monitor.__file__).resolve().parent.parent
 
 REQUEST_THREADS = 40
 """Threads that run request handlers and their database work at once: anyio's default thread limiter,
-which the web app keeps (`monitor.webapp.app` sets it, so a change of anyio's default cannot outgrow
+which the web app keeps (`monitor.app` sets it, so a change of anyio's default cannot outgrow
 the pool). Each may hold a connection."""
 GATEWAY_THREADS = 8
 """Threads that answer agentgateway's gRPC calls (`monitor.approvals.gateway`); each may hold a

@@ -107,12 +107,12 @@ class RecordedPoll:
     snapshot: Snapshot | None = None
     """The version the poll saw; None when the poll failed."""
     new_version: bool = False
-    announced: bool | None = None
-    """For a new version: whether the watch session was told of the change (None: no session covered it)."""
+    cleared: frozenset[str] = frozenset()
+    """The server rules that, judged for this poll, found their condition gone (`Rule.cleared`)."""
     views_agree: frozenset[str] = frozenset()
     """Tools that every client view now shows alike (after a view changed)."""
-    listen_honored: bool | None = None
-    """Set (and nothing polled) when a watch session's listen acknowledgement is recorded instead."""
+    listen_ack: bool = False
+    """A watch session's listen acknowledgement, recorded instead of a poll (nothing was polled)."""
     was_failing: bool = True
     """Whether the server's previous poll failed: only then can a success resolve `server-unreachable`
     (False lets an unchanged poll of a healthy server skip looking for one)."""
@@ -129,8 +129,7 @@ class RecordedPoll:
             was_failing=self.was_failing,
             new_version=self.new_version,
             raised=frozenset(finding.rule for finding in self.findings),
-            announced=self.announced,
-            listen_honored=self.listen_honored,
+            cleared=self.cleared,
         )
 
 

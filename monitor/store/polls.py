@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from monitor.core.findings import Finding
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.rules import listings, metas, servers
+from monitor.core.rules.catalog import Verdict, judged
 from monitor.core.rules.servers import WatchState
 from monitor.core.states import PollErrorKind
 from monitor.store.flapping import returns_since
@@ -102,9 +103,9 @@ class Store:
             succeeded(server, poll)
             findings: list[Finding] = []
             records: list[FindingRecord] = []
-            announced: bool | None = None
+            cleared: frozenset[str] = frozenset()
             if new_version:
-                findings, announced = self._changes(session, server, previous, snapshot, poll)
+                findings, cleared = self._changes(session, server, previous, snapshot, poll)
                 findings += _meta_changes(server, previous.snapshot if previous else None, poll, findings)
                 records = store_findings(
                     session,
@@ -134,7 +135,7 @@ class Store:
                     to_snapshot=snapshot.id,
                 )
             recorded = RecordedPoll(
-                server, poll.finished_at, records, snapshot, new_version, announced, compared.agreeing
+                server, poll.finished_at, records, snapshot, new_version, cleared, compared.agreeing
             )
             self._run_hooks(session, recorded)
             self._add_attempt(session, _attempt(poll, snapshot))
@@ -155,11 +156,11 @@ class Store:
         previous: CurrentVersion | None,
         snapshot: Snapshot,
         poll: SuccessfulPoll,
-    ) -> tuple[list[Finding], bool | None]:
+    ) -> tuple[list[Finding], frozenset[str]]:
         """What a new version raises: the diff against the previous one, the server rules that judge a
-        change (silent, flapping) and the listing rules; and whether the watch session announced it."""
+        change (silent, flapping) and the listing rules; and the server rules it showed cleared."""
         findings: list[Finding] = []
-        announced: bool | None = None
+        verdicts: list[Verdict] = []
         if previous is not None:
             before = previous.snapshot
             watch = WatchState(
@@ -168,7 +169,6 @@ class Store:
                 poll.list_changed_advertised,
                 shares_polled_instance=server.transport != "stdio",
             )
-            announced = servers.announced(watch, before.last_seen)
             prepared = poll.prepared
             if prepared is not None and prepared.from_fingerprint == previous.fingerprint:
                 findings = list(prepared.findings)
@@ -184,13 +184,16 @@ class Store:
                 len(returns.fingerprints),
                 findings,
             )
-            silent = servers.listing_changed_silently(server.name, snapshot.version, watch, before.last_seen)
-            bump = listings.changed_without_version_bump(
-                server.name, snapshot.version, before.server_info, poll.server_info
-            )
-            findings += [f for f in (silent, flapping, bump) if f is not None]
-        invalid = listings.listing_invalid(server.name, snapshot.version, poll.validation_errors)
-        return findings + ([invalid] if invalid else []), announced
+            findings += [flapping] if flapping is not None else []
+            verdicts += [
+                servers.listing_changed_silently(server.name, snapshot.version, watch, before.last_seen),
+                listings.changed_without_version_bump(
+                    server.name, snapshot.version, before.server_info, poll.server_info
+                ),
+            ]
+        verdicts.append(listings.listing_invalid(server.name, snapshot.version, poll.validation_errors))
+        raised, cleared = judged(verdicts)
+        return findings + raised, cleared
 
     def record_unchanged(
         self, session: Session, server: Server, snapshot: Snapshot, poll: SuccessfulPoll
@@ -213,7 +216,7 @@ class Store:
                 now=poll.finished_at,
                 store_listing=store_listing,
             )
-        recorded = RecordedPoll(server, poll.finished_at, (), snapshot, False, None, was_failing=failing)
+        recorded = RecordedPoll(server, poll.finished_at, (), snapshot, False, was_failing=failing)
         self._run_hooks(session, recorded)
         row = mark(server.id, server.polls_marked, self.attempts_kept, poll.started_at, poll.finished_at)
         server.polls_marked += 1
@@ -230,12 +233,19 @@ class Store:
         """A 2026-07-28 watch session's `subscriptions/listen` acknowledgement (`notifications-declined`)."""
         with self.sessions.begin() as session:
             server = _lock_server(session, server_id)
-            declined = servers.notifications_declined(
-                server.name, honored, server.tools_list_changed_honored, server.list_changed_advertised
+            raised, cleared = judged(
+                [
+                    servers.notifications_declined(
+                        server.name,
+                        honored,
+                        server.tools_list_changed_honored,
+                        server.list_changed_advertised,
+                    )
+                ]
             )
             server.tools_list_changed_honored = honored
-            records = store_findings(session, server_id, [declined] if declined else [], now)
-            self._run_hooks(session, RecordedPoll(server, now, records, listen_honored=honored))
+            records = store_findings(session, server_id, raised, now)
+            self._run_hooks(session, RecordedPoll(server, now, records, cleared=cleared, listen_ack=True))
 
     def prepare_diff(self, server_id: int, listing: CanonicalListing) -> PreparedDiff | None:
         """The findings from the server's current version to `listing`, or None when it is unchanged

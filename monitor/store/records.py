@@ -312,3 +312,13 @@ class SessionRecord(Record):
     """Holds another listing than the server's current one for longer than the grace period."""
     stale_since: datetime | None
     client_capabilities: dict[str, Any] | None = None
+
+
+class UnmonitoredRecord(Record):
+    """A server name a host asked about that no monitored server has: a gap in what is gated."""
+
+    name: str
+    host: str = Field(description="The adapter that was asked: claude-code, codex, gemini-cli, toolhive")
+    first_seen: datetime
+    last_seen: datetime
+    calls: int

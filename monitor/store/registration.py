@@ -10,12 +10,13 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from monitor.approvals.storage import set_mode
 from monitor.config import ServerConfig
-from monitor.core.states import ServerOrigin
+from monitor.core.states import ApprovalAction, ApprovalMode, ServerOrigin
+from monitor.store.access import Approval
 from monitor.store.db import insert
-from monitor.store.generations import names_changed
+from monitor.store.generations import decisions_changed, names_changed
 from monitor.store.models import Server
 from monitor.store.polls import Store
 
@@ -58,3 +59,25 @@ def sync_servers(store: Store, servers: Iterable[ServerConfig], now: datetime) -
             ids[config.name] = server.id
         names_changed(session)
     return ids
+
+
+def set_mode(
+    session: Session, server: Server, mode: ApprovalMode, *, actor: str, note: str, now: datetime
+) -> bool:
+    """Change the server's approval mode, recording who did it; False when it already was `mode`."""
+    if server.approval == mode:
+        return False
+    server.approval = mode.value
+    decisions_changed(server)
+    session.add(
+        Approval(
+            server_id=server.id,
+            action=ApprovalAction.MODE,
+            mode=mode.value,
+            actor=actor,
+            note=note,
+            created_at=now,
+        )
+    )
+    session.flush()
+    return True

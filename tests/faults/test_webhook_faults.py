@@ -18,9 +18,9 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 from support import Receiver, Reply, Request, verify, webhook_secret
 
-from monitor.config.webhooks import WebhookConfig
 from monitor.notify.delivery import Deliverer
 from monitor.notify.outbox import enqueue, wake_after_commit
+from monitor.sinks.base import WebhookConfig
 from monitor.store.models import DeliveryAttempt, WebhookDelivery
 
 SECRET_ENV = "FAULTS_WEBHOOK_SECRET"

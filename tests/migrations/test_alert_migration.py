@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Engine, MetaData, insert, select
 
 from monitor.core.states import AlertState
-from monitor.silences import service as silences
+from monitor.notify import silences
 from monitor.store import current_revision, migrate, queries
 from monitor.store.models import Alert, FindingRecord, PollAttempt, Snapshot
 from monitor.store.polls import Store

@@ -12,9 +12,9 @@ from sqlalchemy import Engine, inspect, select
 from sqlalchemy.orm import Session
 from support.releases import OlderRows
 
-from monitor.config.webhooks import PagerDutyWebhookConfig
 from monitor.notify.alerts import Alerting
 from monitor.notify.handling import resolve_by_hand
+from monitor.sinks.pagerduty import PagerDutyWebhookConfig
 from monitor.store import current_revision, downgrade, migrate
 from monitor.store.installation import alert_keys
 from monitor.store.models import Alert, Installation, WebhookDelivery

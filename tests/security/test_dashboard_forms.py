@@ -27,19 +27,18 @@ from sqlalchemy import func, select
 from support import faulty_http, server_command, tool
 from support.web import TOKEN, TOKEN_ENV, csrf_of, make_app, session_value, web_client
 
-from monitor.approvals.models import Approval
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
 from monitor.core.clients import DEFAULT_PROFILE, ClientProfile
 from monitor.core.fingerprint import tool_fingerprint
-from monitor.identity.models import AuditEvent
 from monitor.identity.signin import SESSION_COOKIE
+from monitor.notify import silences
 from monitor.notify.alerts import Alerting
-from monitor.silences import service as silences
 from monitor.store import Store
+from monitor.store.access import Approval, AuditEvent
 from monitor.store.models import Alert
-from monitor.webapp.app import CONTENT_SECURITY_POLICY
-from monitor.webapp.pages.refresh import REFRESH_COOKIE
+from monitor.web.middleware import CONTENT_SECURITY_POLICY
+from monitor.web.refresh import REFRESH_COOKIE
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = '"><img src=x onerror=alert(1)>'

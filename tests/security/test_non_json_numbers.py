@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from monitor.config.webhooks import WebhookConfig
 from monitor.core.listing import ListingError, load_listing
-from monitor.notify.sinks import render
+from monitor.sinks import render
+from monitor.sinks.base import WebhookConfig
 
 
 def strict(text: str) -> Any:

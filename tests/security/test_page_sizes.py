@@ -20,9 +20,9 @@ from support.web import web_client
 from monitor.config import ServerConfig
 from monitor.core.diff import diff_listings
 from monitor.core.rules.content import SCHEMA_ROWS_KEPT
+from monitor.servers.overview import SERVERS_PER_PAGE
 from monitor.store import Store
 from monitor.store.registration import sync_servers
-from monitor.webapp.pages.overview import SERVERS_PER_PAGE
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 PAGE_LIMIT = 3 * 1024 * 1024

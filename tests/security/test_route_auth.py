@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from security.security_harness import api_operations, app_routes, fill_path
 from support.web import AUTH, TOKEN, make_app, web_client
 
-from monitor.approvals.hooks import HOOK_PATHS
+from monitor.approvals.hosts import HOOK_PATHS
 from monitor.store import PollOutcome, Store
 
 PUBLIC_API = {("get", "/healthz"), ("get", "/api/v1/healthz")}

@@ -1,6 +1,6 @@
 """A real webhook receiver on 127.0.0.1 that checks Standard Webhooks signatures on its own.
 
-The check is written here by hand (hmac + base64), independently of `monitor.notify.signing`, so a
+The check is written here by hand (hmac + base64), independently of `monitor.sinks.signing`, so a
 signing bug cannot hide behind a shared helper. The receiver can be told to answer the next
 requests with errors, to hang, or be stopped (its port closed) and started again on the same port.
 """

@@ -23,14 +23,14 @@ from typing import Literal, TypedDict, Unpack
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from monitor.app import create_app
 from monitor.config import Config, MonitorSettings
-from monitor.identity.roles import CONFIG_NAME, Role
+from monitor.core.roles import CONFIG_NAME, Role
 from monitor.identity.signin import SESSION_COOKIE
 from monitor.identity.storage import create_token
 from monitor.notify.alerts import Alerting
 from monitor.store import Store
-from monitor.webapp.app import create_app
-from monitor.webapp.context import PollNow
+from monitor.web.context import PollNow
 from support.world import NOW
 
 TOKEN = "test-token-7f3a"

@@ -1,9 +1,9 @@
 """The rule catalog: every finding drift-monitor can raise, with its id, severity and meaning.
 
-Tool rules are a small function each over one tool's old and new definition (`annotations`, `content`);
-the diff engine in `monitor.core.diff` runs them. Server and session rules (`servers`) are raised
-by the poll transaction and the host-session checker. Importing this package registers them all
-in the order of the generated docs (the modules import alphabetically: keep it so).
+Each rule is a small function registered with `@rule` in the module of its kind (`catalog` says how):
+hints (`annotations`), text and schemas (`content`), the listing as a whole (`listings`, `renames`),
+`_meta` (`metas`), client views (`views`), servers and host sessions (`servers`). Importing this
+package imports them all, so `CATALOG` is whole; the docs list it in `documented_order`.
 """
 
 from monitor.core.findings import Finding, Severity, ToolChange
@@ -14,23 +14,29 @@ from monitor.core.rules import metas as _metas  # noqa: F401 - registers the _me
 from monitor.core.rules import renames as _renames  # noqa: F401 - registers the look-alike rename rule
 from monitor.core.rules import servers as _servers  # noqa: F401 - registers server and session rules
 from monitor.core.rules import views as _views  # noqa: F401 - registers the client-view rules
-from monitor.core.rules.catalog import CATALOG, Check, Rule, Scope
+from monitor.core.rules.catalog import CATALOG, Rule, Scope, documented_order, listing_checks, tool_checks
 from monitor.core.rules.content import iter_schema_diff, schema_diff
 
 TOOL_RULES: tuple[Rule, ...] = tuple(r for r in CATALOG.values() if r.scope == "tool")
 ABOUT_A_TOOL: tuple[Rule, ...] = tuple(r for r in CATALOG.values() if r.scope in ("tool", "listing"))
 """Rules whose findings name one tool of a diff: the tool rules and the listing-wide ones."""
+TOOL_CHECKS = tool_checks()
+"""Each tool rule's function by rule id: what the diff engine runs over every changed tool."""
+LISTING_CHECKS = listing_checks()
+"""Each listing rule's function by rule id: what the diff engine runs over all of a diff's changes."""
 
 __all__ = [
     "ABOUT_A_TOOL",
     "CATALOG",
+    "LISTING_CHECKS",
+    "TOOL_CHECKS",
     "TOOL_RULES",
-    "Check",
     "Finding",
     "Rule",
     "Scope",
     "Severity",
     "ToolChange",
+    "documented_order",
     "iter_schema_diff",
     "schema_diff",
 ]

@@ -8,7 +8,7 @@ from typing import Any
 
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.listing import HINT_DEFAULTS, EffectiveHints, annotations_of, sdk_boolean
-from monitor.core.rules.catalog import CATALOG, rule
+from monitor.core.rules.catalog import Rule, rule
 
 
 def _hint_detail(change: ToolChange, hint: str) -> dict[str, Any]:
@@ -53,7 +53,7 @@ def _hint_rule(
     """A rule for one effective hint flipping from `old_value`; `message` is formatted with the tool."""
     write_only = hint in ("destructiveHint", "idempotentHint")
 
-    def check(change: ToolChange) -> Iterator[Finding]:
+    def check(rule: Rule, change: ToolChange) -> Iterator[Finding]:
         flip = _hint_flip(change, hint, old_value, write_only=write_only)
         if flip is not None:
             text = message.format(tool=change.label())
@@ -64,7 +64,7 @@ def _hint_rule(
             elif hint in change.new_hints.not_boolean:
                 raw, read = _raw_json(change.new, hint), str(flip[1]).lower()
                 text += f" ({hint} is {raw}, not a boolean: hosts on the MCP Python SDK read it as {read})."
-            yield CATALOG[rule_id].finding(
+            yield rule.finding(
                 change, f"annotations.{hint}", flip[0], flip[1], text, detail=_hint_detail(change, hint)
             )
 
@@ -144,12 +144,12 @@ _hint_rule(
     Severity.MEDIUM,
     "The tool had an annotations object and now has none, so it reads with the pessimistic defaults.",
 )
-def _annotations_removed(change: ToolChange) -> Iterator[Finding]:
+def _annotations_removed(rule: Rule, change: ToolChange) -> Iterator[Finding]:
     if change.both is None:
         return
     old = annotations_of(change.both[0])
     if old is not None and annotations_of(change.both[1]) is None:
-        yield CATALOG["annotations-removed"].finding(
+        yield rule.finding(
             change,
             "annotations",
             old,
@@ -164,7 +164,7 @@ def _annotations_removed(change: ToolChange) -> Iterator[Finding]:
     'A hint is not a JSON boolean (`"true"`, `1`, `null`): Python SDK hosts read `"true"` or `1` as '
     "true, TypeScript SDK hosts reject the listing. Judged as the Python SDK reads it (docs/clients.md).",
 )
-def _hint_not_boolean(change: ToolChange) -> Iterator[Finding]:
+def _hint_not_boolean(rule: Rule, change: ToolChange) -> Iterator[Finding]:
     if change.new is None:
         return
     old_raw = annotations_of(change.old or {}) or {}
@@ -187,7 +187,7 @@ def _hint_not_boolean(change: ToolChange) -> Iterator[Finding]:
             reading += f" and the monitor reads it as the default {str(HINT_DEFAULTS[hint]).lower()}"
         else:
             reading = f"hosts on the MCP Python SDK read it as {str(read).lower()}, and so does the monitor"
-        yield CATALOG["hint-not-boolean"].finding(
+        yield rule.finding(
             change,
             f"annotations.{hint}",
             old_raw.get(hint),

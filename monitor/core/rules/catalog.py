@@ -1,21 +1,35 @@
-"""The catalog: every rule with its id, severity and meaning, and for tool rules a check function."""
+"""The catalog: every rule with its id, severity and meaning, and the small function that raises it.
+
+Every rule is registered one way, by decorating its function with `@rule(...)`. The function takes
+its own `Rule` first (to make findings with it) and whatever it judges after that; what the
+decorator returns is the function bound to its rule, called without it:
+
+- a **tool** rule (`scope="tool"`) judges one changed tool (`ToolChange -> Iterator[Finding]`), and the
+  diff engine runs every one of them over every changed tool;
+- a **listing** rule (`scope="listing"`) judges all of one diff's changed tools at once (pairing a
+  removed tool with an added one), and the diff engine runs it after the tool rules;
+- a **server** or **session** rule is called, with the facts it needs as its own parameters, where
+  its condition is seen (the poll transaction, the watch session, the host-session checker). It
+  returns a `Finding`, or `rule.cleared()` when what it judged shows the condition gone (its alerts
+  then resolve), or None. A server rule whose condition ends with a later poll in a way any poll
+  shows (it answered again; a new version came without it) says so in `clears`, over `PollFacts`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Concatenate, Generic, Literal, ParamSpec, TypeVar, cast
 
 from monitor.core.findings import Finding, Severity, ToolChange, kept_value
 
-Check = Callable[[ToolChange], Iterator[Finding]]
 Scope = Literal["tool", "listing", "server", "session"]
-"""`listing`: raised over all of one diff's tool changes at once, about one tool (no `check`)."""
+SCOPES: tuple[Scope, ...] = ("tool", "listing", "server", "session")
 
 
 @dataclass(frozen=True)
 class PollFacts:
-    """What one recorded poll of a server shows, for the server rules that clear on a poll."""
+    """What any recorded poll of a server shows, for the server rules that clear on a poll (`clears`)."""
 
     answered: bool
     """The server answered with a listing (the poll succeeded)."""
@@ -24,13 +38,22 @@ class PollFacts:
     new_version: bool
     raised: frozenset[str]
     """The rules this poll raised."""
-    announced: bool | None = None
-    """For a new version: whether the monitor's watch session was told of it (None: none covered it)."""
-    listen_honored: bool | None = None
-    """For a watch session's `subscriptions/listen` acknowledgement: whether it keeps `toolsListChanged`."""
+    cleared: frozenset[str] = frozenset()
+    """The rules whose functions, called for this poll, judged their condition gone (`Rule.cleared`)."""
 
 
 Clears = Callable[[PollFacts], bool]
+
+
+@dataclass(frozen=True)
+class Cleared:
+    """A rule's judgement that its condition is gone: the server's open alerts of it resolve."""
+
+    rule: str
+
+
+Verdict = Finding | Cleared | None
+"""What a server rule's function returns: the condition holds, is gone, or cannot be told."""
 
 
 @dataclass(frozen=True)
@@ -39,9 +62,10 @@ class Rule:
     severity: Severity
     meaning: str
     scope: Scope = "tool"
-    check: Check | None = field(default=None, compare=False, repr=False)
     clears: Clears | None = field(default=None, compare=False, repr=False)
-    """For a server rule whose alert a poll can end: whether this poll shows the condition gone."""
+    """For a server rule that any later poll can show ended: whether this poll does."""
+    function: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    """The rule's function, bound to it (`rule`)."""
 
     def finding(
         self,
@@ -65,15 +89,79 @@ class Rule:
             detail=detail,
         )
 
+    def cleared(self) -> Cleared:
+        return Cleared(self.id)
+
+    def ends_with(self, poll: PollFacts) -> bool:
+        """Whether a recorded poll ends this rule's open alerts of its server."""
+        return self.id in poll.cleared or (self.clears is not None and self.clears(poll))
+
 
 CATALOG: dict[str, Rule] = {}
+"""Every rule by id. `monitor.core.rules` imports every rule module, so importing it fills this."""
+
+Parameters = ParamSpec("Parameters")
+Result = TypeVar("Result")
 
 
-def rule(rule_id: str, severity: Severity, meaning: str) -> Callable[[Check], Check]:
-    """Register a tool rule: the decorated function yields the findings of one tool change."""
+class Bound(Generic[Parameters, Result]):
+    """A rule's function with its rule bound: called with the rest of its parameters."""
 
-    def register(check: Check) -> Check:
-        CATALOG[rule_id] = Rule(rule_id, severity, meaning, "tool", check)
-        return check
+    rule: Rule
+
+    def __init__(self, function: Callable[Concatenate[Rule, Parameters], Result]) -> None:
+        self.function = function
+        self.__doc__ = function.__doc__
+
+    def __call__(self, *args: Parameters.args, **kwargs: Parameters.kwargs) -> Result:
+        return self.function(self.rule, *args, **kwargs)
+
+
+def rule(
+    rule_id: str, severity: Severity, meaning: str, *, scope: Scope = "tool", clears: Clears | None = None
+) -> Callable[[Callable[Concatenate[Rule, Parameters], Result]], Bound[Parameters, Result]]:
+    """Register a rule: its id, severity, one sentence of meaning, and the decorated function."""
+    if scope != "server" and clears is not None:
+        raise ValueError(f"{rule_id}: only a server rule ends with a later poll")
+
+    def register(function: Callable[Concatenate[Rule, Parameters], Result]) -> Bound[Parameters, Result]:
+        if rule_id in CATALOG:
+            raise ValueError(f"rule {rule_id!r} is registered twice")
+        bound = Bound(function)
+        bound.rule = CATALOG[rule_id] = Rule(rule_id, severity, meaning, scope, clears, bound)
+        return bound
 
     return register
+
+
+def tool_checks() -> dict[str, Callable[[ToolChange], Iterable[Finding]]]:
+    """The tool rules' functions by rule id, in the catalog's order."""
+    return {r.id: cast(Callable[[ToolChange], Iterable[Finding]], r.function) for r in _of("tool")}
+
+
+def listing_checks() -> dict[str, Callable[[Sequence[ToolChange]], Iterable[Finding]]]:
+    """The listing rules' functions by rule id, in the catalog's order."""
+    return {
+        r.id: cast(Callable[[Sequence[ToolChange]], Iterable[Finding]], r.function) for r in _of("listing")
+    }
+
+
+def _of(scope: Scope) -> Iterator[Rule]:
+    return (r for r in CATALOG.values() if r.scope == scope and r.function is not None)
+
+
+def judged(verdicts: Iterable[Verdict]) -> tuple[list[Finding], frozenset[str]]:
+    """The findings among server rules' verdicts, and the rules they judged cleared."""
+    findings: list[Finding] = []
+    cleared: set[str] = set()
+    for verdict in verdicts:
+        if isinstance(verdict, Finding):
+            findings.append(verdict)
+        elif isinstance(verdict, Cleared):
+            cleared.add(verdict.rule)
+    return findings, frozenset(cleared)
+
+
+def documented_order(rules: Iterable[Rule]) -> list[Rule]:
+    """Rules as the docs list them: by scope, then worst severity first, then by id."""
+    return sorted(rules, key=lambda r: (SCOPES.index(r.scope), -r.severity.rank, r.id))

@@ -7,7 +7,7 @@ from typing import Any
 
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.listing import HINT_DEFAULTS, Tool, annotations_of
-from monitor.core.rules.catalog import CATALOG, rule
+from monitor.core.rules.catalog import Rule, rule
 from monitor.core.text import describe_hidden, hidden_characters, make_visible, smuggled_text, word_diff
 
 _TEXT_FIELDS = ("description", "title", "annotations.title")
@@ -33,7 +33,7 @@ def _text_field(tool: Tool | None, path: str) -> str:
     "The description or title gained characters a reader cannot see (zero-width, bidi controls, Unicode "
     "tags, other format characters), a way to hide instructions from reviewers but not from models.",
 )
-def _hidden_text(change: ToolChange) -> Iterator[Finding]:
+def _hidden_text(rule: Rule, change: ToolChange) -> Iterator[Finding]:
     if change.new is None:
         return
     for path in _TEXT_FIELDS:
@@ -44,7 +44,7 @@ def _hidden_text(change: ToolChange) -> Iterator[Finding]:
             text = _text_field(change.new, path)
             smuggled = smuggled_text(text)
             reads = "".join(f' Hidden text reads: "{run}".' for run in smuggled[:3])
-            yield CATALOG["hidden-text-in-description"].finding(
+            yield rule.finding(
                 change,
                 path,
                 None,
@@ -69,14 +69,14 @@ def _describe_added(chars: set[str]) -> str:
     Severity.LOW,
     "The description text changed; the finding carries a word diff.",
 )
-def _description_changed(change: ToolChange) -> Iterator[Finding]:
+def _description_changed(rule: Rule, change: ToolChange) -> Iterator[Finding]:
     if change.both is None:
         return
     old, new = (tool.get("description") for tool in change.both)
     if not _same_json(old, new):
         old_text = old if isinstance(old, str) else ""
         new_text = new if isinstance(new, str) else ""
-        yield CATALOG["description-changed"].finding(
+        yield rule.finding(
             change,
             "description",
             old,
@@ -87,15 +87,13 @@ def _description_changed(change: ToolChange) -> Iterator[Finding]:
 
 
 @rule("title-changed", Severity.INFO, "The tool's title or annotations.title changed.")
-def _title_changed(change: ToolChange) -> Iterator[Finding]:
+def _title_changed(rule: Rule, change: ToolChange) -> Iterator[Finding]:
     if change.both is None:
         return
     for path in ("title", "annotations.title"):
         old, new = (_raw_field(tool, path) for tool in change.both)
         if not _same_json(old, new):
-            yield CATALOG["title-changed"].finding(
-                change, path, old, new, f"The {path} of {change.label()} changed."
-            )
+            yield rule.finding(change, path, old, new, f"The {path} of {change.label()} changed.")
 
 
 def _required(schema: Any) -> list[str]:
@@ -112,14 +110,14 @@ def _required(schema: Any) -> list[str]:
     Severity.MEDIUM,
     "The input schema gained a required property: existing callers' arguments may now be rejected.",
 )
-def _required_added(change: ToolChange) -> Iterator[Finding]:
+def _required_added(rule: Rule, change: ToolChange) -> Iterator[Finding]:
     if change.both is None:
         return
     old_schema, new_schema = (tool.get("inputSchema") for tool in change.both)
     old_required = set(_required(old_schema))
     for name in _required(new_schema):
         if name not in old_required:
-            yield CATALOG["required-argument-added"].finding(
+            yield rule.finding(
                 change,
                 "inputSchema.required",
                 None,
@@ -190,7 +188,7 @@ def _schema_detail(rows: list[dict[str, Any]]) -> dict[str, Any]:
     Severity.LOW,
     "The input schema changed in a way other than gaining a required property.",
 )
-def _input_schema_changed(change: ToolChange) -> Iterator[Finding]:
+def _input_schema_changed(rule: Rule, change: ToolChange) -> Iterator[Finding]:
     if change.both is None:
         return
     old, new = (tool.get("inputSchema") for tool in change.both)
@@ -204,7 +202,7 @@ def _input_schema_changed(change: ToolChange) -> Iterator[Finding]:
     else:
         rows = schema_diff(old, new)
     if rows:
-        yield CATALOG["input-schema-changed"].finding(
+        yield rule.finding(
             change,
             "inputSchema",
             old,
@@ -224,13 +222,13 @@ def _summary(rows: list[dict[str, Any]]) -> str:
 
 
 @rule("output-schema-changed", Severity.LOW, "The output schema changed, was added or was removed.")
-def _output_schema_changed(change: ToolChange) -> Iterator[Finding]:
+def _output_schema_changed(rule: Rule, change: ToolChange) -> Iterator[Finding]:
     if change.both is None:
         return
     old, new = (tool.get("outputSchema") for tool in change.both)
     if not _same_json(old, new):
         rows = schema_diff(old, new)
-        yield CATALOG["output-schema-changed"].finding(
+        yield rule.finding(
             change,
             "outputSchema",
             old,
@@ -245,7 +243,7 @@ def _output_schema_changed(change: ToolChange) -> Iterator[Finding]:
     Severity.INFO,
     "A new tool appeared; medium when its effective hints say it writes destructively.",
 )
-def _tool_added(change: ToolChange) -> Iterator[Finding]:
+def _tool_added(rule: Rule, change: ToolChange) -> Iterator[Finding]:
     if change.old is None and change.new is not None:
         hints = change.new_hints
         if hints.writes_destructively:
@@ -255,13 +253,13 @@ def _tool_added(change: ToolChange) -> Iterator[Finding]:
         else:
             message = f"New tool {change.label()}."
             severity = None
-        yield CATALOG["tool-added"].finding(change, None, None, None, message, severity=severity)
+        yield rule.finding(change, None, None, None, message, severity=severity)
 
 
 @rule("tool-removed", Severity.LOW, "A tool disappeared from the listing.")
-def _tool_removed(change: ToolChange) -> Iterator[Finding]:
+def _tool_removed(rule: Rule, change: ToolChange) -> Iterator[Finding]:
     if change.old is not None and change.new is None:
-        yield CATALOG["tool-removed"].finding(change, None, None, None, f"Tool {change.label()} was removed.")
+        yield rule.finding(change, None, None, None, f"Tool {change.label()} was removed.")
 
 
 _RULED_KEYS = frozenset(
@@ -275,7 +273,7 @@ _RULED_KEYS = frozenset(
     "Something no other rule covers changed: a vendor or unknown field, or a raw annotation value "
     "whose effective meaning stayed the same.",
 )
-def _definition_changed(change: ToolChange) -> Iterator[Finding]:
+def _definition_changed(rule: Rule, change: ToolChange) -> Iterator[Finding]:
     if change.both is None:
         return
     old_tool, new_tool = change.both
@@ -293,7 +291,7 @@ def _definition_changed(change: ToolChange) -> Iterator[Finding]:
                 continue  # annotations first declared: each key is reported below, beside its own rule
         elif key in _RULED_KEYS and not _same_json(old, new):
             continue
-        yield _other_change(change, key, old, new)
+        yield _other_change(rule, change, key, old, new)
     old_ann = annotations_of(old_tool) or {}
     new_ann = annotations_of(new_tool) or {}
     for key in sorted(set(old_ann) | set(new_ann)):
@@ -303,7 +301,7 @@ def _definition_changed(change: ToolChange) -> Iterator[Finding]:
             continue  # title-changed's, unless only its presence changed (absent vs null)
         if key in HINT_DEFAULTS and _hint_effect_changed(change, key):
             continue
-        yield _other_change(change, f"annotations.{key}", old_ann.get(key), new_ann.get(key))
+        yield _other_change(rule, change, f"annotations.{key}", old_ann.get(key), new_ann.get(key))
 
 
 def _differs(old: Mapping[str, Any], new: Mapping[str, Any], key: str) -> bool:
@@ -321,7 +319,7 @@ def _hint_effect_changed(change: ToolChange, hint: str) -> bool:
     return old.applies(hint) and old.get(hint) != new.get(hint)
 
 
-def _other_change(change: ToolChange, path: str, old: Any, new: Any) -> Finding:
-    return CATALOG["definition-changed"].finding(
+def _other_change(rule: Rule, change: ToolChange, path: str, old: Any, new: Any) -> Finding:
+    return rule.finding(
         change, path, old, new, f"{path} of {change.label()} changed without changing what hosts act on."
     )

@@ -1,8 +1,8 @@
 """Rules on a listing as a whole.
 
 `listing-invalid` is what hosts will do with it (reject it); `changed-without-version-bump` is whether
-the server said it changed. Both are raised once per new version that shows them and stop holding
-(their alerts resolve) at the first new version that does not. `duplicate-tool-name` is raised by a
+the server said it changed. Both are judged at every new version: raised by one that shows them,
+and cleared (their alerts resolve) by the first that does not. `duplicate-tool-name` is raised by a
 poll whose listing names a tool twice, which the monitor refuses to store (hosts keep one of the
 copies, and not all the same one), and holds until the server answers with a listing it can store.
 """
@@ -14,15 +14,23 @@ from typing import Any
 
 from monitor.core.findings import Finding, Severity
 from monitor.core.listing import Tool, hints_of, strictest_hints
-from monitor.core.rules.catalog import CATALOG, Clears, PollFacts, Rule
+from monitor.core.rules.catalog import PollFacts, Rule, Verdict, rule
 from monitor.core.text import make_visible
 
 
-def listing_invalid(server: str, version: int, errors: Sequence[str]) -> Finding | None:
+@rule(
+    "listing-invalid",
+    Severity.HIGH,
+    "The listing is valid JSON but violates the MCP schema hosts validate against (e.g. an inputSchema "
+    "without type object): hosts will reject it. It is stored as a version like any other.",
+    scope="server",
+)
+def listing_invalid(rule: Rule, server: str, version: int, errors: Sequence[str]) -> Verdict:
+    """Judged at every new version, from the schema check's errors."""
     if not errors:
-        return None
+        return rule.cleared()
     shown = "; ".join(errors[:3]) + (f"; and {len(errors) - 3} more" if len(errors) > 3 else "")
-    return INVALID.finding(
+    return rule.finding(
         None,
         None,
         None,
@@ -33,34 +41,25 @@ def listing_invalid(server: str, version: int, errors: Sequence[str]) -> Finding
     )
 
 
-def _gone_from_new_version(rule_id: str) -> Clears:
-    """A listing rule holds for one version: a new version that does not raise it again ends it."""
-
-    def clears(poll: PollFacts) -> bool:
-        return poll.new_version and rule_id not in poll.raised
-
-    return clears
-
-
-INVALID = Rule(
-    "listing-invalid",
-    Severity.HIGH,
-    "The listing is valid JSON but violates the MCP schema hosts validate against (e.g. an inputSchema "
-    "without type object): hosts will reject it. It is stored as a version like any other.",
-    "server",
-    clears=_gone_from_new_version("listing-invalid"),
+@rule(
+    "changed-without-version-bump",
+    Severity.LOW,
+    "The listing changed while serverInfo.version stayed the same.",
+    scope="server",
 )
-CATALOG[INVALID.id] = INVALID
-
-
 def changed_without_version_bump(
-    server: str, version: int, old_info: Mapping[str, Any] | None, new_info: Mapping[str, Any] | None
-) -> Finding | None:
-    """Only when both sides name a version and it is the same: an absent version says nothing."""
+    rule: Rule,
+    server: str,
+    version: int,
+    old_info: Mapping[str, Any] | None,
+    new_info: Mapping[str, Any] | None,
+) -> Verdict:
+    """Judged at every new version after the first. Only when both sides name a version and it is the
+    same: an absent version says nothing."""
     old, new = (info.get("version") if isinstance(info, Mapping) else None for info in (old_info, new_info))
     if not isinstance(new, str) or old != new:
-        return None
-    return NO_VERSION_BUMP.finding(
+        return rule.cleared()
+    return rule.finding(
         None,
         "serverInfo.version",
         old,
@@ -69,17 +68,21 @@ def changed_without_version_bump(
     )
 
 
-NO_VERSION_BUMP = Rule(
-    "changed-without-version-bump",
-    Severity.LOW,
-    "The listing changed while serverInfo.version stayed the same.",
-    "server",
-    clears=_gone_from_new_version("changed-without-version-bump"),
+def answered_with_a_listing(poll: PollFacts) -> bool:
+    """A listing the monitor could store ends it (after a refused one, which counts as a failed poll:
+    a healthy server's poll has none to end)."""
+    return poll.answered and poll.was_failing
+
+
+@rule(
+    "duplicate-tool-name",
+    Severity.HIGH,
+    "The listing names one tool more than once: hosts keep one copy, not all the same one, so the "
+    "monitor refuses the listing and every decision about the server is deny until it is fixed.",
+    scope="server",
+    clears=answered_with_a_listing,
 )
-CATALOG[NO_VERSION_BUMP.id] = NO_VERSION_BUMP
-
-
-def duplicate_tool_names(server: str, duplicates: Mapping[str, Sequence[Tool]]) -> list[Finding]:
+def duplicate_tool_names(rule: Rule, server: str, duplicates: Mapping[str, Sequence[Tool]]) -> list[Finding]:
     """One finding per tool name listed more than once, with the strictest reading of its copies."""
     findings = []
     for name, copies in duplicates.items():
@@ -93,7 +96,7 @@ def duplicate_tool_names(server: str, duplicates: Mapping[str, Sequence[Tool]]) 
         else:
             reading = "may write" + (", destructively" if strictest["destructiveHint"] else "")
         findings.append(
-            DUPLICATE_NAME.finding(
+            rule.finding(
                 None,
                 "name",
                 None,
@@ -105,20 +108,3 @@ def duplicate_tool_names(server: str, duplicates: Mapping[str, Sequence[Tool]]) 
             )
         )
     return findings
-
-
-def answered_with_a_listing(poll: PollFacts) -> bool:
-    """A listing the monitor could store ends it (after a refused one, which counts as a failed poll:
-    a healthy server's poll has none to end)."""
-    return poll.answered and poll.was_failing
-
-
-DUPLICATE_NAME = Rule(
-    "duplicate-tool-name",
-    Severity.HIGH,
-    "The listing names one tool more than once: hosts keep one copy, not all the same one, so the "
-    "monitor refuses the listing and every decision about the server is deny until it is fixed.",
-    "server",
-    clears=answered_with_a_listing,
-)
-CATALOG[DUPLICATE_NAME.id] = DUPLICATE_NAME

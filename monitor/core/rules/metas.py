@@ -16,7 +16,7 @@ from typing import Any
 
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.fingerprint import META_KEY
-from monitor.core.rules.catalog import CATALOG, Rule
+from monitor.core.rules.catalog import Rule, rule
 from monitor.core.text import make_visible
 
 RENDERED_KEYS = ("ui", "ui/resourceUri")
@@ -24,18 +24,16 @@ RENDERED_KEYS = ("ui", "ui/resourceUri")
 RENDERED_PREFIXES = ("openai/",)
 """Prefixes of `_meta` keys hosts render: the OpenAI Apps SDK's (`openai/outputTemplate`, ...)."""
 
-META_CHANGED = Rule(
+
+@rule(
     "meta-changed",
     Severity.INFO,
     "A tool's `_meta` changed (kept per server and version, outside the fingerprint); high when a key "
     "hosts render changed: `ui` or `ui/resourceUri` (MCP Apps), `openai/...` (OpenAI Apps SDK).",
-    "server",
+    scope="server",
 )
-CATALOG[META_CHANGED.id] = META_CHANGED
-
-
 def meta_changes(
-    server: str, old: Mapping[str, Any], new: Mapping[str, Any], tools: Iterable[str]
+    rule: Rule, server: str, old: Mapping[str, Any], new: Mapping[str, Any], tools: Iterable[str]
 ) -> list[Finding]:
     """One finding per tool of `tools` whose `_meta` is not what it was (`old`, `new`: tool name ->
     `_meta`, a tool without one absent)."""
@@ -51,7 +49,7 @@ def meta_changes(
         if rendered:
             key = rendered[0]
             found.append(
-                META_CHANGED.finding(
+                rule.finding(
                     ToolChange(name, None, None),
                     f"_meta.{key}",
                     _get(before, key),
@@ -65,7 +63,7 @@ def meta_changes(
             )
             continue
         found.append(
-            META_CHANGED.finding(
+            rule.finding(
                 ToolChange(name, None, None),
                 "_meta",
                 before,

@@ -13,16 +13,7 @@ from collections.abc import Iterable, Iterator
 from monitor.core.confusable import confusable, differing_characters, escaped
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.listing import EffectiveHints
-from monitor.core.rules.catalog import CATALOG, Rule
-
-RENAMED_LOOKALIKE = Rule(
-    "tool-renamed-lookalike",
-    Severity.HIGH,
-    "A tool was removed and one added whose name looks the same (TR39 confusables, case, invisible "
-    "or space characters): people and models take it for the old one. Both names are shown escaped.",
-    "listing",
-)
-CATALOG[RENAMED_LOOKALIKE.id] = RENAMED_LOOKALIKE
+from monitor.core.rules.catalog import Rule, rule
 
 
 def _reads(hints: EffectiveHints) -> str:
@@ -31,7 +22,14 @@ def _reads(hints: EffectiveHints) -> str:
     return "a destructive write" if hints.destructiveHint else "a non-destructive write"
 
 
-def renamed_lookalikes(changes: Iterable[ToolChange]) -> Iterator[Finding]:
+@rule(
+    "tool-renamed-lookalike",
+    Severity.HIGH,
+    "A tool was removed and one added whose name looks the same (TR39 confusables, case, invisible "
+    "or space characters): people and models take it for the old one. Both names are shown escaped.",
+    scope="listing",
+)
+def renamed_lookalikes(rule: Rule, changes: Iterable[ToolChange]) -> Iterator[Finding]:
     """One finding per (removed, added) pair of confusable names, on the added tool."""
     changes = list(changes)
     removed = [change for change in changes if change.old is not None and change.new is None]
@@ -42,7 +40,7 @@ def renamed_lookalikes(changes: Iterable[ToolChange]) -> Iterator[Finding]:
                 continue
             characters = differing_characters(old.name, new.name)
             shown = f" ({'; '.join(characters)})" if characters else " (they differ in case)"
-            yield RENAMED_LOOKALIKE.finding(
+            yield rule.finding(
                 new,
                 "name",
                 old.name,

@@ -3,10 +3,11 @@
 The poll transaction evaluates `server_unreachable`, `listing_changed_silently` and
 `listing_flapping` from the server's recorded state, and the watch session's acknowledgement
 `notifications_declined`; the host-session checker evaluates `session_stale` and
-`session_long_lived`. Each returns the finding (or None), and every finding takes the same path to
-an alert. A rule whose alert a later poll can end says so beside its raise function (`clears`,
-run by `monitor.notify.alerts` on every recorded poll); `listing-flapping` ends when the listing
-has settled for a window, and session rules when the session's next check finds it clear.
+`session_long_lived`. Each returns the finding, or `rule.cleared()` when what it was given shows the
+condition gone, or None; every finding takes the same path to an alert, and a cleared rule's alerts
+of the server resolve (`monitor.notify.alerts`). `server-unreachable` ends with any poll that
+answers after failures (`clears`); `listing-flapping` ends when the listing has settled for a
+window, and session rules when the session's next check finds it clear.
 """
 
 from __future__ import annotations
@@ -16,25 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from monitor.core.findings import Finding, Severity
-from monitor.core.rules.catalog import CATALOG, PollFacts, Rule
+from monitor.core.rules.catalog import PollFacts, Rule, Verdict, rule
 from monitor.core.text import make_visible
 
-
-def _register(rule: Rule) -> Rule:
-    CATALOG[rule.id] = rule
-    return rule
-
-
 # --- server-unreachable ----------------------------------------------------------------------------
-
-
-def server_unreachable(server: str, failures: int, threshold: int, kind: str, error: str) -> Finding | None:
-    """Raised once, at exactly the `threshold`-th consecutive failure: later failures are the same outage."""
-    if failures != threshold:
-        return None
-    return UNREACHABLE.finding(
-        None, None, None, error, f"{server} failed {failures} polls in a row; last: {kind}: {error}"
-    )
 
 
 def answered_again(poll: PollFacts) -> bool:
@@ -42,15 +28,22 @@ def answered_again(poll: PollFacts) -> bool:
     return poll.answered and poll.was_failing
 
 
-UNREACHABLE = _register(
-    Rule(
-        "server-unreachable",
-        Severity.HIGH,
-        "Several consecutive polls of the server failed; resolved by the next successful poll.",
-        "server",
-        clears=answered_again,
-    )
+@rule(
+    "server-unreachable",
+    Severity.HIGH,
+    "Several consecutive polls of the server failed; resolved by the next successful poll.",
+    scope="server",
+    clears=answered_again,
 )
+def server_unreachable(
+    rule: Rule, server: str, failures: int, threshold: int, kind: str, error: str
+) -> Finding | None:
+    """Raised once, at exactly the `threshold`-th consecutive failure: later failures are the same outage."""
+    if failures != threshold:
+        return None
+    return rule.finding(
+        None, None, None, error, f"{server} failed {failures} polls in a row; last: {kind}: {error}"
+    )
 
 
 # --- listing-changed-silently ----------------------------------------------------------------------
@@ -84,14 +77,26 @@ def announced(watch: WatchState, previous_confirmed: datetime) -> bool | None:
     return watch.last_notification_at is not None and watch.last_notification_at >= previous_confirmed
 
 
+@rule(
+    "listing-changed-silently",
+    Severity.HIGH,
+    "The listing changed but the monitor's long-lived watch session got no list-changed "
+    "notification, so hosts holding long-lived sessions stay stale.",
+    scope="server",
+)
 def listing_changed_silently(
-    server: str, version: int, watch: WatchState, previous_confirmed: datetime
-) -> Finding | None:
-    """A new version that a watch session, healthy since before the old one was confirmed, never heard of."""
-    if announced(watch, previous_confirmed) is not False:
+    rule: Rule, server: str, version: int, watch: WatchState, previous_confirmed: datetime
+) -> Verdict:
+    """Judged at every new version after the first: raised when a watch session, healthy since
+    before the old one was confirmed, never heard of it; cleared when it was announced (the server
+    does notify after all)."""
+    said = announced(watch, previous_confirmed)
+    if said is None:
         return None
+    if said:
+        return rule.cleared()
     assert watch.connected_since is not None
-    return SILENT_CHANGE.finding(
+    return rule.finding(
         None,
         None,
         None,
@@ -106,27 +111,18 @@ def listing_changed_silently(
     )
 
 
-def announced_after_all(poll: PollFacts) -> bool:
-    """A change the server announced: it does notify after all."""
-    return poll.answered and poll.announced is True
-
-
-SILENT_CHANGE = _register(
-    Rule(
-        "listing-changed-silently",
-        Severity.HIGH,
-        "The listing changed but the monitor's long-lived watch session got no list-changed "
-        "notification, so hosts holding long-lived sessions stay stale.",
-        "server",
-        clears=announced_after_all,
-    )
-)
-
-
 # --- listing-flapping (ends when a listing has lasted the window: `monitor.notify.alerts`) ---------
 
 
+@rule(
+    "listing-flapping",
+    Severity.MEDIUM,
+    "The listing went back to an earlier version and away again 3 times within 1 h (configurable): one "
+    "alert, as severe as the worst change it holds back, replaces per-change alerts until it settles.",
+    scope="server",
+)
 def listing_flapping(
+    rule: Rule,
     server: str,
     returns: int,
     threshold: int,
@@ -143,7 +139,7 @@ def listing_flapping(
         return None
     severity = max([Severity.MEDIUM, *(f.severity for f in held_back)], key=lambda s: s.rank)
     shown = ", ".join(f"v{v}" for v in versions[:12]) + (", ..." if len(versions) > 12 else "")
-    return FLAPPING.finding(
+    return rule.finding(
         None,
         None,
         None,
@@ -160,28 +156,27 @@ def listing_flapping(
     )
 
 
-FLAPPING = _register(
-    Rule(
-        "listing-flapping",
-        Severity.MEDIUM,
-        "The listing went back to an earlier version and away again 3 times within 1 h (configurable): one "
-        "alert, as severe as the worst change it holds back, replaces per-change alerts until it settles.",
-        "server",
-    )
-)
-
-
 # --- notifications-declined ------------------------------------------------------------------------
 
 
+@rule(
+    "notifications-declined",
+    Severity.MEDIUM,
+    "The server advertises tools.listChanged but its subscriptions/listen acknowledgement leaves "
+    "toolsListChanged out: hosts on 2026-07-28 sessions will never hear of a change.",
+    scope="server",
+)
 def notifications_declined(
-    server: str, honored: bool, honored_before: bool | None, advertised: bool | None
-) -> Finding | None:
-    """Raised when a listen acknowledgement newly leaves `toolsListChanged` out (not again while it
-    keeps doing so) of a server that advertises `tools.listChanged`."""
-    if honored or honored_before is False or not advertised:
+    rule: Rule, server: str, honored: bool, honored_before: bool | None, advertised: bool | None
+) -> Verdict:
+    """Judged at each listen acknowledgement: raised when one newly leaves `toolsListChanged` out (not
+    again while it keeps doing so) of a server that advertises `tools.listChanged`; cleared by one
+    that keeps it."""
+    if honored:
+        return rule.cleared()
+    if honored_before is False or not advertised:
         return None
-    return DECLINED.finding(
+    return rule.finding(
         None,
         "toolsListChanged",
         True,
@@ -189,23 +184,6 @@ def notifications_declined(
         f"{server} advertises tools.listChanged but its subscriptions/listen acknowledgement declines "
         "toolsListChanged: 2026-07-28 hosts will not hear of changes.",
     )
-
-
-def listen_kept(poll: PollFacts) -> bool:
-    """An acknowledgement that keeps `toolsListChanged` ends it."""
-    return poll.listen_honored is True
-
-
-DECLINED = _register(
-    Rule(
-        "notifications-declined",
-        Severity.MEDIUM,
-        "The server advertises tools.listChanged but its subscriptions/listen acknowledgement leaves "
-        "toolsListChanged out: hosts on 2026-07-28 sessions will never hear of a change.",
-        "server",
-        clears=listen_kept,
-    )
-)
 
 
 # --- session-stale and session-long-lived (re-checked on a timer: `monitor.sessions.service`) -----
@@ -229,8 +207,15 @@ def describe_missed(findings: Sequence[Finding]) -> str:
     return "; ".join(parts) + (f"; and {more} more change(s)" if more > 0 else "")
 
 
+@rule(
+    "session-stale",
+    Severity.HIGH,
+    "A registered host session still holds an older listing than the server's current one, past "
+    "the grace period; its severity is that of the worst change it missed.",
+    scope="session",
+)
 def session_stale(
-    server: str, session_id: str, client: str | None, missed: Sequence[Finding] | None
+    rule: Rule, server: str, session_id: str, client: str | None, missed: Sequence[Finding] | None
 ) -> Finding:
     """A session behind the current listing: as bad as the worst change it missed.
 
@@ -240,7 +225,7 @@ def session_stale(
     severity = max((f.severity for f in missed), key=lambda s: s.rank) if missed else Severity.HIGH
     what = describe_missed(missed) if missed else "holds a listing the monitor never saw"
     who = make_visible(client or "a host")
-    return SESSION_STALE.finding(
+    return rule.finding(
         None,
         None,
         None,
@@ -251,8 +236,16 @@ def session_stale(
     )
 
 
-def session_long_lived(server: str, session_id: str, connected_at: datetime, max_age: timedelta) -> Finding:
-    return SESSION_LONG_LIVED.finding(
+@rule(
+    "session-long-lived",
+    Severity.LOW,
+    "A registered host session has been open longer than the configured maximum age.",
+    scope="session",
+)
+def session_long_lived(
+    rule: Rule, server: str, session_id: str, connected_at: datetime, max_age: timedelta
+) -> Finding:
+    return rule.finding(
         None,
         None,
         None,
@@ -261,22 +254,3 @@ def session_long_lived(server: str, session_id: str, connected_at: datetime, max
         f"longer than {max_age}.",
         detail={"session_id": session_id},
     )
-
-
-SESSION_STALE = _register(
-    Rule(
-        "session-stale",
-        Severity.HIGH,
-        "A registered host session still holds an older listing than the server's current one, past "
-        "the grace period; its severity is that of the worst change it missed.",
-        "session",
-    )
-)
-SESSION_LONG_LIVED = _register(
-    Rule(
-        "session-long-lived",
-        Severity.LOW,
-        "A registered host session has been open longer than the configured maximum age.",
-        "session",
-    )
-)

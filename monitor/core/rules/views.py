@@ -14,22 +14,22 @@ from collections.abc import Iterator
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.listing import effective_hints
-from monitor.core.rules.catalog import CATALOG, Rule
+from monitor.core.rules.catalog import Rule, rule
 from monitor.core.text import make_visible
 
-CATALOG["listing-varies-by-client"] = Rule(
+SAFETY_HINTS = ("readOnlyHint", "destructiveHint")
+
+
+@rule(
     "listing-varies-by-client",
     Severity.MEDIUM,
     "Two client profiles of one server get different listings; high when one view is laxer on "
     "readOnlyHint or destructiveHint for a tool, or when both declare the same capabilities (told "
     "apart by identity alone).",
-    "server",
+    scope="server",
 )
-
-SAFETY_HINTS = ("readOnlyHint", "destructiveHint")
-
-
 def views_differ(
+    rule: Rule,
     server: str,
     base_view: str,
     base: CanonicalListing,
@@ -41,7 +41,6 @@ def views_differ(
     """One finding per tool that two views of `server` show differently (`old`: the base view's value).
     `same_capabilities`: the two profiles declared the same capabilities, so only their identity
     (clientInfo, User-Agent) tells them apart, and any difference is high."""
-    rule = CATALOG["listing-varies-by-client"]
     for name in sorted(base.forms.keys() | other.forms.keys()):
         if base.forms.get(name) == other.forms.get(name):
             continue

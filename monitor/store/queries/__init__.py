@@ -42,6 +42,7 @@ from monitor.store.queries.servers import (
     redact_url,
     server_id,
     server_names,
+    unmonitored_servers,
 )
 from monitor.store.queries.triage import (
     ToolAround,
@@ -103,6 +104,7 @@ __all__ = [
     "tool_around",
     "tool_history",
     "tool_version_at",
+    "unmonitored_servers",
     "unresolved_alerts",
     "version_summaries",
     "versions_of",

@@ -11,11 +11,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from monitor.core.states import AlertState
+from monitor.store.access import UnmonitoredServer
 from monitor.store.marks import from_epoch_ms
 from monitor.store.models import PollAttempt, PollMark, Server
 from monitor.store.queries.alerts import open_alert_counts
 from monitor.store.queries.history import current_snapshots
-from monitor.store.records import SEVERITIES, ServerRecord, SnapshotRecord
+from monitor.store.records import SEVERITIES, ServerRecord, SnapshotRecord, UnmonitoredRecord
 
 _SERVER_COLUMNS = (
     Server.id,
@@ -173,3 +174,11 @@ def raw_payload(session: Session, server_id: int, attempt_id: int) -> str | None
             PollAttempt.id == attempt_id, PollAttempt.server_id == server_id
         )
     )
+
+
+def unmonitored_servers(session: Session, limit: int = 50) -> list[UnmonitoredRecord]:
+    """Names hosts asked about that no monitored server has, most recently asked about first."""
+    rows = session.scalars(
+        select(UnmonitoredServer).order_by(UnmonitoredServer.last_seen.desc()).limit(limit)
+    ).all()
+    return [UnmonitoredRecord.model_validate(row) for row in rows]

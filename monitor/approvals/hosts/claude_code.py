@@ -1,0 +1,35 @@
+"""Claude Code's `PreToolUse` hook (HTTP or command hook), docs/approvals.md "Claude Code".
+
+`allow` skips Claude Code's own prompt, so an approved tool gets no opinion (`{}`) unless
+`[decisions] hook_allow_approved` opts in; ask and deny are passed on as they are.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from monitor.approvals.hosts.base import Hook, HookInput, HostAdapter, opinion
+from monitor.approvals.hosts.pretooluse import HookOut, busy, mcp_tool, pre_tool_use
+from monitor.approvals.point import DecisionPoint
+from monitor.core.states import DecisionKind
+
+
+class ClaudeCode(HostAdapter):
+    host = "claude-code"
+    path = "/api/v1/hooks/claude-code"
+    endpoint = "claude_code_hook"
+    summary = "Claude Code PreToolUse hook: deny, ask, or no opinion (allow only when opted in)"
+    input: ClassVar = HookInput
+    output: ClassVar = HookOut
+
+    def answer(self, point: DecisionPoint, hook: Hook) -> HookOut:
+        found = mcp_tool(point, self.host, hook)
+        if found is None:
+            return HookOut()
+        if isinstance(found, str):
+            return pre_tool_use(DecisionKind.DENY, found)
+        said = opinion(point, found)
+        return HookOut() if said is None else pre_tool_use(*said)
+
+    def busy(self, hook: Hook, decision: DecisionKind) -> HookOut:
+        return busy(hook, decision)

@@ -1,0 +1,42 @@
+"""Codex's `PreToolUse` command hook, docs/approvals.md "Codex".
+
+Codex takes a deny (with a reason) or no opinion: an `allow` or `ask` from a hook is an error there,
+and Codex then runs the tool. So `ask` is answered as a deny that says a person must approve the
+tool first, and `allow` as no opinion.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from monitor.approvals.hosts.base import Hook, HookInput, HostAdapter, opinion
+from monitor.approvals.hosts.pretooluse import HookOut, busy, mcp_tool, pre_tool_use
+from monitor.approvals.point import DecisionPoint
+from monitor.core.states import DecisionKind
+
+
+class Codex(HostAdapter):
+    host = "codex"
+    path = "/api/v1/hooks/codex"
+    endpoint = "codex_hook"
+    summary = "Codex PreToolUse hook: deny (an ask is a deny) or no opinion"
+    input: ClassVar = HookInput
+    output: ClassVar = HookOut
+
+    def answer(self, point: DecisionPoint, hook: Hook) -> HookOut:
+        found = mcp_tool(point, self.host, hook)
+        if found is None:
+            return HookOut()
+        if isinstance(found, str):
+            return pre_tool_use(DecisionKind.DENY, found)
+        said = opinion(point, found)
+        if said is None or said[0] == DecisionKind.ALLOW:
+            return HookOut()
+        decision, reason = said
+        if decision == DecisionKind.ASK:
+            reason = f"a person must approve this call first (Codex hooks cannot ask): {reason}"
+        return pre_tool_use(DecisionKind.DENY, reason)
+
+    def busy(self, hook: Hook, decision: DecisionKind) -> HookOut:
+        """Codex takes only a deny."""
+        return busy(hook, DecisionKind.DENY)

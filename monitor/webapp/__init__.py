@@ -1,1 +1,0 @@
-"""The web app: JSON API and dashboard."""
