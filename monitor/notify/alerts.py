@@ -14,7 +14,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence, Set
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
@@ -25,8 +25,7 @@ from monitor.core.rules import CATALOG, TOOL_CHECKS
 from monitor.core.states import AlertState
 from monitor.notify import silences
 from monitor.notify.lifecycle import attach, open_alert, open_key, open_or_attach, resolve, resolve_matching
-from monitor.notify.outbox import DEFAULT_EXPIRY
-from monitor.notify.routing import Routing
+from monitor.notify.routing import Routing, RoutingOptions
 from monitor.sinks.base import WebhookConfig
 from monitor.store.flapping import settled_changes
 from monitor.store.models import (
@@ -52,15 +51,11 @@ class Alerting(Routing):
         self,
         webhooks: Sequence[WebhookConfig] = (),
         *,
-        base_url: str,
-        min_severity: Severity | None = None,
-        delivery_expiry: timedelta = DEFAULT_EXPIRY,
         clear_for: timedelta = timedelta(seconds=15),
         flapping_window: timedelta = timedelta(hours=1),
+        **routing: Unpack[RoutingOptions],
     ) -> None:
-        super().__init__(
-            webhooks, base_url=base_url, min_severity=min_severity, delivery_expiry=delivery_expiry
-        )
+        super().__init__(webhooks, **routing)
         self.clear_for = clear_for
         """How long a re-checked condition must stay clear before its alert resolves: one full check."""
         self.flapping_window = flapping_window

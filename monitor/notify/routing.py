@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import Required, TypedDict, Unpack
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -23,24 +24,26 @@ from monitor.store.installation import alert_keys
 from monitor.store.models import Alert, AlertFinding, FindingRecord
 
 
+class RoutingOptions(TypedDict, total=False):
+    """How `Routing` is made, besides its webhooks."""
+
+    base_url: Required[str]
+    """The dashboard's address, for the alert links webhooks carry."""
+    min_severity: Severity | None
+    delivery_expiry: timedelta
+
+
 class Routing:
     """Where alerts go: the webhooks, the lowest severity that opens an alert, the links' base."""
 
-    def __init__(
-        self,
-        webhooks: Sequence[WebhookConfig] = (),
-        *,
-        base_url: str,
-        min_severity: Severity | None = None,
-        delivery_expiry: timedelta = DEFAULT_EXPIRY,
-    ) -> None:
+    def __init__(self, webhooks: Sequence[WebhookConfig] = (), **options: Unpack[RoutingOptions]) -> None:
         self.webhooks = list(webhooks)
-        self.base_url = base_url.rstrip("/")
-        self.min_severity = min_severity or min(
+        self.base_url = options["base_url"].rstrip("/")
+        self.min_severity = options.get("min_severity") or min(
             (webhook.min_severity for webhook in self.webhooks), key=lambda s: s.rank, default=Severity.HIGH
         )
         """Findings at or above this open alerts; by default the lowest any webhook wants."""
-        self.delivery_expiry = delivery_expiry
+        self.delivery_expiry = options.get("delivery_expiry", DEFAULT_EXPIRY)
         self.on_enqueue: Callable[[], None] | None = None
         """Called after a transaction that enqueued deliveries commits (e.g. `Deliverer.notify`)."""
 

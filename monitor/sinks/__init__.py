@@ -10,30 +10,23 @@ and hears (`sink_for`). To add a sink, see CONTRIBUTING.md.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Union
 
 from pydantic import Discriminator, Tag
 
+from monitor.core.discovery import defined_in
 from monitor.core.states import AlertEvent
 from monitor.sinks.base import Sink, WebhookConfig
 
 
 def _found() -> dict[str, type[Sink[Any]]]:
     """Every sink defined in a module of this package, by its format."""
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
     sinks: dict[str, type[Sink[Any]]] = {}
-    pending: list[type[Sink[Any]]] = list(Sink.__subclasses__())
-    while pending:
-        sink = pending.pop()
-        pending += sink.__subclasses__()
-        if sink.__module__.startswith(f"{__name__}.") and "format" in vars(sink):
-            if sink.format in sinks:
-                raise TypeError(f"two sinks have format {sink.format!r}: {sinks[sink.format]} and {sink}")
-            sinks[sink.format] = sink
+    for sink in defined_in(__name__, __path__, Sink, marker="format"):
+        if sink.format in sinks:
+            raise TypeError(f"two sinks have format {sink.format!r}: {sinks[sink.format]} and {sink}")
+        sinks[sink.format] = sink
     return dict(sorted(sinks.items()))
 
 

@@ -9,25 +9,17 @@ gRPC, is `monitor.approvals.gateway`. To add a host, see CONTRIBUTING.md.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from monitor.approvals.hosts.base import HostAdapter
+from monitor.core.discovery import defined_in
 
 
 def _found() -> dict[str, HostAdapter]:
     """An instance of every adapter defined in a module of this package, by its path, in path order."""
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
     adapters: dict[str, HostAdapter] = {}
-    pending = list(HostAdapter.__subclasses__())
-    while pending:
-        adapter = pending.pop()
-        pending += adapter.__subclasses__()
-        if adapter.__module__.startswith(f"{__name__}.") and "path" in vars(adapter):
-            if adapter.path in adapters:
-                raise TypeError(f"two host adapters answer at {adapter.path}")
-            adapters[adapter.path] = adapter()
+    for adapter in defined_in(__name__, __path__, HostAdapter, marker="path"):
+        if adapter.path in adapters:
+            raise TypeError(f"two host adapters answer at {adapter.path}")
+        adapters[adapter.path] = adapter()
     return dict(sorted(adapters.items()))
 
 

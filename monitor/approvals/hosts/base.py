@@ -9,7 +9,6 @@ reads the tool's input.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from fastapi import Request
@@ -31,7 +30,7 @@ Hook = dict[str, Any] | str
 """A hook's input as read: its JSON object, or why it could not be read (`read_input`)."""
 
 
-class HostAdapter(ABC):
+class HostAdapter:
     """One host's or gateway's "before a tool call" hook over HTTP: where it asks, what it sends, and
     its answers. Every subclass in a module of `monitor.approvals.hosts` is an adapter: the package
     finds it there and serves it at its `path`."""
@@ -49,14 +48,14 @@ class HostAdapter(ABC):
     basic_auth: ClassVar[bool] = False
     """Whether the host sends the token as the password of Basic authentication (ToolHive)."""
 
-    @abstractmethod
     def answer(self, point: DecisionPoint, hook: Hook) -> BaseModel:
         """The host's answer to `hook` (why it could not be read, when a string): never an error."""
+        raise NotImplementedError(f"{type(self).__name__} answers no hook")
 
-    @abstractmethod
     def busy(self, hook: Hook, decision: DecisionKind) -> BaseModel:
         """The answer when the monitor had no time to decide: `decision` (never allow) in the host's
         terms, for a call it would have judged; the caller was not identified, so nothing is allowed."""
+        raise NotImplementedError(f"{type(self).__name__} has no answer for a full lane")
 
 
 class HookInput(BaseModel):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from monitor.approvals.hosts.base import Hook, HookInput, HostAdapter, opinion
-from monitor.approvals.hosts.pretooluse import HookOut, busy, mcp_tool, pre_tool_use
+from monitor.approvals.hosts.base import Hook, HookInput, HostAdapter
+from monitor.approvals.hosts.pretooluse import HookOut, busy, judge, pre_tool_use
 from monitor.approvals.point import DecisionPoint
 from monitor.core.states import DecisionKind
 
@@ -24,12 +24,9 @@ class Codex(HostAdapter):
     output: ClassVar = HookOut
 
     def answer(self, point: DecisionPoint, hook: Hook) -> HookOut:
-        found = mcp_tool(point, self.host, hook)
-        if found is None:
-            return HookOut()
-        if isinstance(found, str):
-            return pre_tool_use(DecisionKind.DENY, found)
-        said = opinion(point, found)
+        said = judge(point, self.host, hook)
+        if isinstance(said, HookOut):
+            return said
         if said is None or said[0] == DecisionKind.ALLOW:
             return HookOut()
         decision, reason = said

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from monitor.approvals.hosts.base import BUSY_REASON, Hook, host_reason, mcp_call, text, unreadable
+from monitor.approvals.hosts.base import BUSY_REASON, Hook, host_reason, mcp_call, opinion, text, unreadable
 from monitor.approvals.names import claude_name
 from monitor.approvals.point import Answer, DecisionPoint, Unmonitored
 from monitor.core.ijson import storable
@@ -56,6 +56,17 @@ def mcp_tool(point: DecisionPoint, host: str, hook: Hook) -> Answer | Unmonitore
         session_id=text(hook.get("session_id")),
         client=host,
     )
+
+
+def judge(point: DecisionPoint, host: str, hook: Hook) -> HookOut | tuple[DecisionKind, str] | None:
+    """The opinion a `PreToolUse` host should hear (`opinion`), or the answer itself when there is
+    nothing to judge: no opinion for a call that is not of an MCP tool, a deny for an unreadable one."""
+    found = mcp_tool(point, host, hook)
+    if found is None:
+        return HookOut()
+    if isinstance(found, str):
+        return pre_tool_use(DecisionKind.DENY, found)
+    return opinion(point, found)
 
 
 def busy(hook: Hook, decision: DecisionKind) -> HookOut:
