@@ -24,9 +24,10 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from monitor.approvals.policy import ApprovedTool, Verdict, decide
+from monitor.approvals.policy import ApprovedTool, Verdict, decide, poisoned_instructions
 from monitor.approvals.storage import approval_state
 from monitor.core.clients import matching_view
+from monitor.core.findings import Finding
 from monitor.core.states import ApprovalMode
 from monitor.store.models import DecisionNames, Listing, ListingTool, Server, Snapshot, ToolDefinition
 from monitor.store.views import ViewListing, decision_views
@@ -69,6 +70,8 @@ class ServerView:
     revoked: frozenset[str]
     views: tuple[ViewListing, ...] = ()
     """Every client view's current listing (empty: the server is polled as one client only)."""
+    instructions: Finding | None = None
+    """The worst content finding of the server's instructions while no person approved them."""
     verdicts: dict[tuple[str, str], Verdict] = field(default_factory=dict)
 
     def verdict(
@@ -118,12 +121,20 @@ class ServerView:
             current_fingerprint=current[0] if current else None,
             approved=self.approved.get(tool) if approved else None,
             revoked=tool in self.revoked,
+            instructions=self.instructions,
         )
 
 
 def load_server_view(session: Session, server: Server) -> ServerView:
     current = session.execute(
-        select(Snapshot.version, Snapshot.listing_id, Snapshot.first_seen, Listing.fingerprint)
+        select(
+            Snapshot.version,
+            Snapshot.listing_id,
+            Snapshot.first_seen,
+            Listing.fingerprint,
+            Snapshot.instructions,
+            Snapshot.instructions_digest,
+        )
         .join(Listing, Listing.id == Snapshot.listing_id)
         .where(Snapshot.server_id == server.id)
         .order_by(Snapshot.version.desc())
@@ -140,6 +151,13 @@ def load_server_view(session: Session, server: Server) -> ServerView:
             tools[name] = (fingerprint, definition)
         views = decision_views(session, server.id, current.first_seen)
     approvals = approval_state(session, server)
+    instructions = None
+    if (
+        current is not None
+        and current.instructions
+        and current.instructions_digest not in approvals.instructions
+    ):
+        instructions = poisoned_instructions(server.name, current.instructions)
     return ServerView(
         server_id=server.id,
         name=server.name,
@@ -150,6 +168,7 @@ def load_server_view(session: Session, server: Server) -> ServerView:
         approved=approvals.approved,
         revoked=approvals.revoked,
         views=tuple(views) if len(views) > 1 else (),
+        instructions=instructions,
     )
 
 

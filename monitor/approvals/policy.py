@@ -18,6 +18,9 @@ from typing import Any
 from monitor.core.diff import diff_changes
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.listing import Hints, Tool, hints_of, strictest_hints
+from monitor.core.rules import FIRST_SIGHT_CHECKS
+from monitor.core.rules.catalog import judged
+from monitor.core.rules.poisoning import instructions_verdicts
 from monitor.core.states import ApprovalMode, DecisionKind
 from monitor.core.text import make_visible
 
@@ -101,11 +104,39 @@ def decide(
     approved: ApprovedTool | None,
     current_fingerprint: str | None = None,
     revoked: bool = False,
+    instructions: Finding | None = None,
 ) -> Verdict:
     """The decision for one tool. `current_version` None: the server was never polled successfully.
 
     Pass the current definition's fingerprint when known: one equal to the approved one skips the diff.
+    A current definition whose text, judged whole, carries a content finding at `DENY_FROM` or above
+    is denied (`poisoned-text`) unless a person approved that very definition: trust on first use never
+    trusts it. `instructions` is the server's instructions' worst such finding, while no person has
+    approved them: no tool of the server is then more than `ask` (`poisoned-instructions`).
     """
+    found = _decide(tool, mode, current_version, current, approved, current_fingerprint, revoked)
+    if instructions is None or found.decision != DecisionKind.ALLOW or found.reason_code == "approval-off":
+        return found
+    return replace(
+        found,
+        decision=DecisionKind.ASK,
+        reason_code="poisoned-instructions",
+        reason=f"the server's instructions carry {instructions.rule} ({instructions.severity.value}), "
+        f"not yet approved: {instructions.message}",
+        rule=instructions.rule,
+        severity=instructions.severity,
+    )
+
+
+def _decide(
+    tool: str,
+    mode: ApprovalMode,
+    current_version: int | None,
+    current: Tool | None,
+    approved: ApprovedTool | None,
+    current_fingerprint: str | None,
+    revoked: bool,
+) -> Verdict:
     label = make_visible(tool)
     approved_hints = hints_of(approved.definition) if approved else None
     current_hints = hints_of(current) if current is not None else None
@@ -158,6 +189,20 @@ def decide(
             "revoked",
             f"the approval of {label!r} was revoked: a person must approve it again before it is called",
         )
+    unchanged = approved is not None and (
+        approved.fingerprint == current_fingerprint if current_fingerprint else approved.definition == current
+    )
+    if approved is None or approved.tofu or not unchanged:
+        poison = poisoned(tool, current)
+        if poison is not None:
+            return verdict(
+                DecisionKind.DENY,
+                "poisoned-text",
+                f"{poison.rule} ({poison.severity.value}): {poison.message} A person must approve this "
+                "definition before it is called.",
+                rule=poison.rule,
+                severity=poison.severity,
+            )
     if approved is None:
         if mode == ApprovalMode.REVIEW:
             return verdict(
@@ -173,9 +218,6 @@ def decide(
             rule=added.rule if added else None,
             severity=added.severity if added else None,
         )
-    unchanged = (
-        approved.fingerprint == current_fingerprint if current_fingerprint else approved.definition == current
-    )
     if unchanged:
         where = f"version {approved.version}" if approved.version is not None else "an earlier version"
         return verdict(DecisionKind.ALLOW, "approved", f"{label!r} is as approved in {where}")
@@ -252,6 +294,22 @@ def _duration(age: timedelta) -> str:
     if seconds % 3600 == 0:
         return f"{seconds // 3600} h"
     return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
+
+
+def poisoned(tool: str, current: Tool) -> Finding | None:
+    """The worst finding, at `DENY_FROM` or above, of the rules that judge model-visible text, on the
+    tool's current definition judged whole (as at first sight), or None."""
+    change = ToolChange(tool, None, current)
+    found = [finding for check in FIRST_SIGHT_CHECKS.values() for finding in check(change)]
+    worst = max(found, key=lambda finding: finding.severity.rank, default=None)
+    return worst if worst is not None and worst.severity.rank >= DENY_FROM.rank else None
+
+
+def poisoned_instructions(server: str, instructions: str) -> Finding | None:
+    """The worst content finding, at `DENY_FROM` or above, of a server's instructions judged whole."""
+    found, _ = judged(instructions_verdicts(server, None, instructions, first=True))
+    worst = max(found, key=lambda finding: finding.severity.rank, default=None)
+    return worst if worst is not None and worst.severity.rank >= DENY_FROM.rank else None
 
 
 def _worst(change: ToolChange) -> Finding | None:

@@ -32,12 +32,15 @@ from monitor.store.views import decision_views, first_view_tools
 TOFU_ACTOR = "trust on first use"
 
 
-def _version_tools(session: Session, server_id: int, version: int | None) -> tuple[int, dict[str, str]]:
-    """The version (None: the current one) and its tools' definition fingerprints by name; the current
-    version also holds the tools only other client views list (as the first of them lists each)."""
-    query = select(Snapshot.version, Snapshot.listing_id, Snapshot.first_seen).where(
-        Snapshot.server_id == server_id
-    )
+def _version_tools(
+    session: Session, server_id: int, version: int | None
+) -> tuple[int, dict[str, str], str | None]:
+    """The version (None: the current one), its tools' definition fingerprints by name, and its
+    instructions' digest; the current version also holds the tools only other client views list
+    (as the first of them lists each)."""
+    query = select(
+        Snapshot.version, Snapshot.listing_id, Snapshot.first_seen, Snapshot.instructions_digest
+    ).where(Snapshot.server_id == server_id)
     if version is None:
         query = query.order_by(Snapshot.version.desc()).limit(1)
     else:
@@ -58,7 +61,7 @@ def _version_tools(session: Session, server_id: int, version: int | None) -> tup
         for view in decision_views(session, server_id, row.first_seen):
             for name, (fingerprint, _) in view.tools.items():
                 tools.setdefault(name, fingerprint)
-    return row.version, tools
+    return row.version, tools, row.instructions_digest
 
 
 def record_approvals(
@@ -71,11 +74,13 @@ def record_approvals(
     actor: str,
     now: datetime,
 ) -> tuple[int, list[Approval]]:
-    """Approve the definitions of `tools` (None: all) as they are in `version` (None: the current one).
+    """Approve the definitions of `tools` (None: all, and the version's instructions) as they are in
+    `version` (None: the current one).
 
     Returns the version approved and the events written. A tool the version does not hold is refused.
+    The instructions' approval is an event with no tool, naming their digest.
     """
-    approved_version, held = _version_tools(session, server.id, version)
+    approved_version, held, instructions = _version_tools(session, server.id, version)
     names = sorted(held) if tools is None else list(dict.fromkeys(tools))
     missing = [name for name in names if name not in held]
     if missing:
@@ -93,6 +98,18 @@ def record_approvals(
         )
         for name in names
     ]
+    if tools is None and instructions is not None:
+        events.append(
+            Approval(
+                server_id=server.id,
+                action=ApprovalAction.APPROVE,
+                version=approved_version,
+                definition_fingerprint=instructions,
+                actor=actor,
+                note=note,
+                created_at=now,
+            )
+        )
     decisions_changed(server)
     session.add_all(events)
     session.flush()
@@ -122,6 +139,8 @@ class ApprovalState:
 
     approved: dict[str, ApprovedTool]
     revoked: frozenset[str]
+    instructions: frozenset[str] = frozenset()
+    """The digests of the instructions a person approved (`record_approvals` with every tool)."""
 
 
 def approval_state(session: Session, server: Server) -> ApprovalState:
@@ -157,7 +176,15 @@ def approval_state(session: Session, server: Server) -> ApprovalState:
         for name, (fingerprint, definition) in first_view_tools(session, server.id).items():
             if name not in decided and name not in first:
                 result[name] = ApprovedTool(None, fingerprint, definition, tofu=True)
-    return ApprovalState(result, frozenset(revoked))
+    instructions = session.scalars(
+        select(Approval.definition_fingerprint).where(
+            Approval.server_id == server.id,
+            Approval.tool.is_(None),
+            Approval.action == ApprovalAction.APPROVE,
+            Approval.definition_fingerprint.is_not(None),
+        )
+    ).all()
+    return ApprovalState(result, frozenset(revoked), frozenset(d for d in instructions if d is not None))
 
 
 def _definitions(session: Session, fingerprints: set[str]) -> dict[str, dict[str, Any]]:

@@ -31,8 +31,10 @@ def guard_listing(target: Target, fetched: FetchedListing) -> Guarded:
     """The listing with secrets redacted, or a `malformed` PollError when its serverInfo or
     capabilities are not I-JSON."""
     # The tools are checked with the rest of the listing (`validate_tools`); these ride along.
-    problem = ijson_problem(fetched.server_info, "serverInfo") or ijson_problem(
-        fetched.capabilities, "capabilities"
+    problem = (
+        ijson_problem(fetched.server_info, "serverInfo")
+        or ijson_problem(fetched.capabilities, "capabilities")
+        or ijson_problem(fetched.instructions, "instructions")
     )
     if problem is not None:
         message = f"not I-JSON: {_redact_text(problem, target)}"
@@ -44,12 +46,18 @@ def guard_listing(target: Target, fetched: FetchedListing) -> Guarded:
     tools = redact(fetched.tools, secrets, counter)
     server_info = redact(fetched.server_info, secrets, counter)
     capabilities = redact(fetched.capabilities, secrets, counter)
+    instructions = redact(fetched.instructions, secrets, counter)
     if not counter[0]:
         return Guarded(fetched, 0)
-    return Guarded(
-        replace(fetched, tools=tools, server_info=server_info, capabilities=capabilities, digest=None),
-        counter[0],
+    redacted = replace(
+        fetched,
+        tools=tools,
+        server_info=server_info,
+        capabilities=capabilities,
+        instructions=instructions,
+        digest=None,
     )
+    return Guarded(redacted, counter[0])
 
 
 def redact(value: Any, secrets: Sequence[str], counter: list[int]) -> Any:

@@ -39,7 +39,7 @@ from monitor.core.states import PollErrorKind, ServerOrigin
 from monitor.store import PollOutcome, Store
 from monitor.store.digests import current_digests
 from monitor.store.models import Server
-from monitor.store.polled import CacheHints, SuccessfulPoll
+from monitor.store.polled import CacheHints, SuccessfulPoll, instructions_digest
 from monitor.store.registration import sync_servers
 from monitor.store.views import View
 
@@ -204,6 +204,8 @@ class Poller:
             list_changed_advertised=fetched.list_changed_advertised,
             metas=metas,
             metas_digest=self.metas_seen[job.server_id],
+            instructions=fetched.instructions,
+            instructions_digest=instructions_digest(fetched.instructions),
             validation_errors=tuple(fetched.validation_errors),
             client=job.target.client,
             views=tuple(views),

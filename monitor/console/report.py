@@ -97,21 +97,28 @@ _RESET = "\033[0m"
 
 def write_text_report(result: ListingDiff, out: TextIO, *, colour: bool) -> None:
     """Findings grouped by tool, the tools with the worst findings first; server text made visible."""
-    by_tool: dict[str, list[Finding]] = {}
-    for finding in result.findings:
-        by_tool.setdefault(finding.tool or "", []).append(finding)
     out.write(f"old {result.old_fingerprint[:12]}  new {result.new_fingerprint[:12]}\n")
     if not result.findings:
         same = result.old_fingerprint == result.new_fingerprint
         out.write("identical listings\n" if same else "no findings\n")
         return
-    worst = result.worst
-    assert worst is not None
-    out.write(f"{len(result.findings)} finding(s) in {len(by_tool)} tool(s), worst: {badge(worst, colour)}\n")
+    write_findings(result.findings, out, colour=colour)
+
+
+def write_findings(findings: Sequence[Finding], out: TextIO, *, colour: bool) -> None:
+    """A count, then the findings grouped by tool (the server's own text, its instructions, apart)."""
+    by_tool: dict[str, list[Finding]] = {}
+    for finding in findings:
+        by_tool.setdefault(finding.tool or "", []).append(finding)
+    worst = max((f.severity for f in findings), key=lambda s: s.rank, default=None)
+    if worst is None:
+        out.write("no findings\n")
+        return
+    out.write(f"{len(findings)} finding(s) in {len(by_tool)} tool(s), worst: {badge(worst, colour)}\n")
     ordered = sorted(by_tool.items(), key=lambda item: (-max(f.severity.rank for f in item[1]), item[0]))
-    for tool, findings in ordered:
-        out.write(f"\n{make_visible(tool)}\n")
-        for finding in findings:
+    for tool, found in ordered:
+        out.write(f"\n{make_visible(tool) if tool else '(the server)'}\n")
+        for finding in found:
             change = f"{_show(finding.old)} -> {_show(finding.new)}" if _is_flag(finding) else ""
             where = make_visible(finding.field or "")
             head = "  ".join(part for part in (finding.rule, where, change) if part)

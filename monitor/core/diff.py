@@ -8,7 +8,7 @@ from typing import Any
 
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.listing import Tool
-from monitor.core.rules import LISTING_CHECKS, TOOL_CHECKS, Finding, Severity, ToolChange
+from monitor.core.rules import FIRST_SIGHT_CHECKS, LISTING_CHECKS, TOOL_CHECKS, Finding, Severity, ToolChange
 
 
 @dataclass(frozen=True)
@@ -64,3 +64,15 @@ def diff_changes(changes: Iterable[ToolChange]) -> Iterable[Finding]:
         yield from found
     for listing_check in LISTING_CHECKS.values():
         yield from listing_check(changes)
+
+
+def first_sight(listing: CanonicalListing) -> list[Finding]:
+    """What the tools of a listing seen for the first time raise (a server's first version): the rules
+    that judge every text a model reads (`Rule.first_sight`), over each tool as a whole."""
+    findings: list[Finding] = []
+    for name in sorted(listing.tools):
+        change = ToolChange(name, None, dict(listing.tools[name]))
+        found = [finding for check in FIRST_SIGHT_CHECKS.values() for finding in check(change)]
+        found.sort(key=lambda finding: -finding.severity.rank)
+        findings += found
+    return findings

@@ -14,6 +14,8 @@ from functools import cached_property
 from typing import Any
 
 from monitor.core.listing import EffectiveHints, Tool, effective_hints
+from monitor.core.modeltext import Added, added_texts
+from monitor.core.poison import Signal, signals
 from monitor.core.text import make_visible
 
 
@@ -104,6 +106,14 @@ class ToolChange:
     @cached_property
     def new_hints(self) -> EffectiveHints:
         return effective_hints(self.new or {})
+
+    @cached_property
+    def added_text(self) -> list[tuple[Added, list[Signal]]]:
+        """What the change adds to the model-visible text (`monitor.core.modeltext`), each text with
+        the signals found in it (`monitor.core.poison`): read once for every content rule."""
+        if self.new is None:
+            return []
+        return [(added, signals(added.text)) for added in added_texts(self.old, self.new)]
 
     @property
     def both(self) -> tuple[Tool, Tool] | None:

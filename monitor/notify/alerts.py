@@ -41,7 +41,7 @@ from monitor.store.polled import RecordedPoll
 from monitor.store.polls import PollHook, Store, store_findings
 
 _SERVER_RULES = [rule for rule in CATALOG.values() if rule.scope == "server"]
-"""The rules a recorded poll can show ended (`Rule.ends_with`)."""
+"""The rules any recorded poll can show ended (`Rule.ends_with`); others judge so themselves (`cleared`)."""
 
 
 class Alerting(Routing):
@@ -93,6 +93,8 @@ class Alerting(Routing):
         for rule in _SERVER_RULES:
             if rule.ends_with(facts):
                 resolve_matching(session, poll.server.id, rule.id, now=poll.now, policy=self)
+        for gone in poll.cleared:
+            resolve_matching(session, poll.server.id, gone.rule, gone.tool, now=poll.now, policy=self)
         if poll.snapshot is not None:
             if poll.new_version:
                 undone = self._resolve_cleared(session, poll.server.id, poll.snapshot.listing_id, poll.now)
@@ -241,7 +243,9 @@ class Alerting(Routing):
         Comparing with the alert's starting point (not the previous version) keeps a tool that went
         read-only -> writable -> (unrelated edit) alerted, and clears it once it is read-only again.
         Returns the changes that would exactly undo each resolved alert's first finding: flipping
-        back is the fix, so it must not open the opposite alert (read-only-claimed) as well.
+        back is the fix, so it must not open the opposite alert (read-only-claimed) as well. An alert
+        raised at first sight (the server's first listing: no starting point) is judged against the
+        tool's absence, as first sight judged it.
         """
         first_finding = (
             select(func.min(AlertFinding.finding_id))
@@ -253,7 +257,7 @@ class Alerting(Routing):
             select(Alert, FindingRecord, Snapshot.listing_id)
             .select_from(Alert)
             .join(FindingRecord, FindingRecord.id == first_finding)
-            .join(Snapshot, Snapshot.id == FindingRecord.from_snapshot_id)
+            .outerjoin(Snapshot, Snapshot.id == FindingRecord.from_snapshot_id)
             .where(
                 Alert.server_id == server_id,
                 Alert.state.in_(AlertState.unresolved()),
@@ -263,12 +267,12 @@ class Alerting(Routing):
             .with_for_update(of=Alert)
         ).all()
         current = _definitions(session, listing_id, [alert for alert, _, _ in rows])
-        baselines: dict[int, dict[str, dict[str, Any]]] = {}
+        baselines: dict[int | None, dict[str, dict[str, Any]]] = {None: {}}
         undone: set[str] = set()
         for alert, first, baseline_id in rows:
             if alert.tool is None:
                 continue
-            if baseline_id not in baselines:
+            if baseline_id not in baselines and baseline_id is not None:
                 same_start = [other for other, _, start in rows if start == baseline_id]
                 baselines[baseline_id] = _definitions(session, baseline_id, same_start)
             change = ToolChange(alert.tool, baselines[baseline_id].get(alert.tool), current.get(alert.tool))

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from monitor.store.marks import write_marks
 from monitor.store.models import Listing, Server, Snapshot, newest_version
-from monitor.store.polled import PollOutcome, SuccessfulPoll, metas_changed
+from monitor.store.polled import PollOutcome, SuccessfulPoll, extras_changed
 from monitor.store.polls import Store
 
 CHUNK = 500
@@ -49,7 +49,7 @@ def record_unchanged(store: Store, polls: Sequence[SuccessfulPoll]) -> list[Poll
             if server is None or version is None or not unchanged or not poll.compact:
                 outcomes.append(None)
                 continue
-            if metas_changed(version[0], poll):  # recorded on its own: `meta-changed`
+            if extras_changed(version[0], poll):  # recorded on its own: `meta-changed`, instructions
                 outcomes.append(None)
                 continue
             outcome, row = store.record_unchanged(session, server, version[0], poll)

@@ -63,6 +63,11 @@ def _definition(listing: CanonicalListing, name: str) -> dict[str, Any]:
 
 def diff_against(session: Session, old_listing_id: int, new: CanonicalListing) -> list[Finding]:
     """Findings from the stored listing to the new one; only changed tools are loaded."""
+    return list(diff_changes(changes_against(session, old_listing_id, new)))
+
+
+def changes_against(session: Session, old_listing_id: int, new: CanonicalListing) -> list[ToolChange]:
+    """The tools that differ from the stored listing to the new one, each with both definitions."""
     old_ids = dict(
         session.execute(
             select(ToolDefinition.name, ToolDefinition.fingerprint)
@@ -84,11 +89,10 @@ def diff_against(session: Session, old_listing_id: int, new: CanonicalListing) -
                 )
             ).all()
         )
-    changes = (
+    return [
         ToolChange(name, old_defs.get(name), _definition(new, name) if name in new.forms else None)
         for name in changed
-    )
-    return list(diff_changes(changes))
+    ]
 
 
 def chunks(items: list[T], size: int) -> Iterable[list[T]]:

@@ -176,6 +176,11 @@ class Snapshot(Base):
     """Tool name -> `_meta`, as the server last sent it for this version (outside the fingerprint)."""
     metas_digest: Mapped[str | None] = mapped_column(String(64))
     """`metas_digest(metas)`: whether a poll's `_meta` changed; None before any poll recorded it."""
+    instructions: Mapped[str | None] = mapped_column(SafeText)
+    """The instructions the server gives hosts (outside the fingerprint), as last sent for this version."""
+    instructions_digest: Mapped[str | None] = mapped_column(String(64))
+    """`instructions_digest(instructions)`: whether a poll's instructions changed; None before any poll
+    recorded them."""
 
     __table_args__ = (
         UniqueConstraint("server_id", "version", name="uq_snapshots_server_id_version"),

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from monitor.core.clients import ClientProfile
-from monitor.core.findings import Finding, Severity
+from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.fingerprint import CanonicalListing
-from monitor.core.rules.catalog import PollFacts
+from monitor.core.rules.catalog import Cleared, PollFacts
 from monitor.store.models import FindingRecord, Server, Snapshot
 from monitor.store.views import View
 
@@ -26,9 +28,11 @@ class CacheHints:
 
 @dataclass(frozen=True)
 class PreparedDiff:
-    """Findings computed before the poll's transaction, against the version that was current then."""
+    """The changed tools and their findings, computed before the poll's transaction, against the
+    version that was current then."""
 
     from_fingerprint: str
+    changes: list[ToolChange]
     findings: list[Finding]
 
 
@@ -49,6 +53,10 @@ class SuccessfulPoll:
     """Tool name -> `_meta` as sent (outside the fingerprint; kept with the version)."""
     metas_digest: str | None = None
     """`metas_digest(metas)`; None: not known, so not compared (`metas_changed`)."""
+    instructions: str | None = None
+    """The server's instructions to hosts (outside the fingerprint; kept with the version)."""
+    instructions_digest: str | None = None
+    """`instructions_digest(instructions)`; None: not known, so not compared (`instructions_changed`)."""
     validation_errors: tuple[str, ...] = ()
     client: ClientProfile | None = None
     """The profile the listing was polled as (its view is kept too)."""
@@ -107,8 +115,8 @@ class RecordedPoll:
     snapshot: Snapshot | None = None
     """The version the poll saw; None when the poll failed."""
     new_version: bool = False
-    cleared: frozenset[str] = frozenset()
-    """The server rules that, judged for this poll, found their condition gone (`Rule.cleared`)."""
+    cleared: frozenset[Cleared] = frozenset()
+    """What the rules judged for this poll found gone (`Rule.cleared`): their open alerts resolve."""
     views_agree: frozenset[str] = frozenset()
     """Tools that every client view now shows alike (after a view changed)."""
     listen_ack: bool = False
@@ -131,6 +139,21 @@ class RecordedPoll:
             raised=frozenset(finding.rule for finding in self.findings),
             cleared=self.cleared,
         )
+
+
+def extras_changed(snapshot: Snapshot, poll: SuccessfulPoll) -> bool:
+    """Whether what the version keeps outside its fingerprint (`_meta`, instructions) is not what the
+    poll saw: the poll records it, and is no mark."""
+    return metas_changed(snapshot, poll) or instructions_changed(snapshot, poll)
+
+
+def instructions_changed(snapshot: Snapshot, poll: SuccessfulPoll) -> bool:
+    return poll.instructions_digest is not None and snapshot.instructions_digest != poll.instructions_digest
+
+
+def instructions_digest(instructions: str | None) -> str:
+    """A digest of the instructions (of their absence too), to compare polls without the text."""
+    return hashlib.sha256(json.dumps(instructions).encode("ascii")).hexdigest()
 
 
 def metas_changed(snapshot: Snapshot, poll: SuccessfulPoll) -> bool:

@@ -14,15 +14,16 @@ from typing import Any, NamedTuple, Protocol
 from sqlalchemy import Engine, delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from monitor.core.findings import Finding
+from monitor.core.diff import diff_changes
+from monitor.core.findings import Finding, ToolChange
 from monitor.core.fingerprint import CanonicalListing
 from monitor.core.rules import listings, metas, servers
-from monitor.core.rules.catalog import Verdict, judged
+from monitor.core.rules.catalog import Cleared, Verdict, judged
 from monitor.core.rules.servers import WatchState
 from monitor.core.states import PollErrorKind
 from monitor.store.flapping import returns_since
 from monitor.store.generations import decisions_changed
-from monitor.store.listings import diff_against, store_listing
+from monitor.store.listings import changes_against, store_listing
 from monitor.store.marks import mark, write_marks
 from monitor.store.models import (
     FindingRecord,
@@ -31,11 +32,13 @@ from monitor.store.models import (
     Server,
     Snapshot,
 )
+from monitor.store.modeltext import instructions_in_place, judge_text
 from monitor.store.polled import (
     PollOutcome,
     PreparedDiff,
     RecordedPoll,
     SuccessfulPoll,
+    extras_changed,
     metas_changed,
     seen_again,
     succeeded,
@@ -90,7 +93,7 @@ class Store:
                 previous is not None
                 and unchanged
                 and poll.compact
-                and not metas_changed(previous.snapshot, poll)
+                and not extras_changed(previous.snapshot, poll)
             ):
                 outcome, row = self.record_unchanged(session, server, previous.snapshot, poll)
                 write_marks(session, [row])
@@ -103,7 +106,7 @@ class Store:
             succeeded(server, poll)
             findings: list[Finding] = []
             records: list[FindingRecord] = []
-            cleared: frozenset[str] = frozenset()
+            cleared: frozenset[Cleared] = frozenset()
             if new_version:
                 findings, cleared = self._changes(session, server, previous, snapshot, poll)
                 findings += _meta_changes(server, previous.snapshot if previous else None, poll, findings)
@@ -115,9 +118,11 @@ class Store:
                     from_snapshot=previous.snapshot.id if previous else None,
                     to_snapshot=snapshot.id,
                 )
-            elif metas_changed(snapshot, poll):
+            elif extras_changed(snapshot, poll):
                 findings = _meta_changes(server, snapshot, poll, [])
                 snapshot.metas, snapshot.metas_digest = poll.metas or None, poll.metas_digest
+                told, cleared = instructions_in_place(server, snapshot, poll)
+                findings += told
                 records = store_findings(
                     session, server.id, findings, poll.finished_at, to_snapshot=snapshot.id
                 )
@@ -156,11 +161,13 @@ class Store:
         previous: CurrentVersion | None,
         snapshot: Snapshot,
         poll: SuccessfulPoll,
-    ) -> tuple[list[Finding], frozenset[str]]:
+    ) -> tuple[list[Finding], frozenset[Cleared]]:
         """What a new version raises: the diff against the previous one, the server rules that judge a
-        change (silent, flapping) and the listing rules; and the server rules it showed cleared."""
+        change (silent, flapping), the listing rules and what its text raises (`judge_text`); and what
+        it showed cleared."""
         findings: list[Finding] = []
         verdicts: list[Verdict] = []
+        changes: list[ToolChange] = []
         if previous is not None:
             before = previous.snapshot
             watch = WatchState(
@@ -171,9 +178,10 @@ class Store:
             )
             prepared = poll.prepared
             if prepared is not None and prepared.from_fingerprint == previous.fingerprint:
-                findings = list(prepared.findings)
+                changes, findings = prepared.changes, list(prepared.findings)
             else:
-                findings = diff_against(session, before.listing_id, poll.listing)
+                changes = changes_against(session, before.listing_id, poll.listing)
+                findings = list(diff_changes(changes))
             returns = returns_since(session, server.id, poll.finished_at - self.flapping_window)
             flapping = servers.listing_flapping(
                 server.name,
@@ -193,7 +201,10 @@ class Store:
             ]
         verdicts.append(listings.listing_invalid(server.name, snapshot.version, poll.validation_errors))
         raised, cleared = judged(verdicts)
-        return findings + raised, cleared
+        told, text_cleared = judge_text(
+            session, server, previous.snapshot if previous else None, snapshot, poll, changes
+        )
+        return findings + raised + told, cleared | text_cleared
 
     def record_unchanged(
         self, session: Session, server: Server, snapshot: Snapshot, poll: SuccessfulPoll
@@ -260,7 +271,8 @@ class Store:
             ).first()
             if previous is None or previous[1] == listing.fingerprint:
                 return None
-            return PreparedDiff(previous[1], diff_against(session, previous[0], listing))
+            changes = changes_against(session, previous[0], listing)
+            return PreparedDiff(previous[1], changes, list(diff_changes(changes)))
 
     def record_failure(
         self,
@@ -371,6 +383,8 @@ def _new_version(
         listing_id=store_listing(session, poll.listing, poll.finished_at),
         metas=poll.metas or None,
         metas_digest=poll.metas_digest,
+        instructions=poll.instructions,
+        instructions_digest=poll.instructions_digest,
         first_seen=poll.finished_at,
         last_seen=poll.finished_at,
         poll_count=1,

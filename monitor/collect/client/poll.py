@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import httpx2
@@ -68,8 +68,16 @@ from monitor.core.states import PollErrorKind, ServerOrigin
 
 _SSE_ONLY = ("HTTP 400 ", "HTTP 404 ", "HTTP 405 ")
 """How an SSE-only server (the 2024-11-05 transport) answers a Streamable HTTP POST."""
-Negotiated = tuple[Era, dict[str, Any] | None, dict[str, Any]]
-"""The era, the serverInfo as sent, and the capabilities as sent."""
+
+
+class Negotiated(NamedTuple):
+    """What a session was opened with, as the server sent it."""
+
+    era: Era
+    server_info: dict[str, Any] | None
+    capabilities: dict[str, Any]
+    instructions: str | None
+    """The instructions hosts put into the model's context (None: none, or not a string)."""
 
 
 async def fetch_listing(
@@ -143,7 +151,7 @@ class Poll(Paging):
         async with AsyncExitStack() as stack:
             session = await self._start(stack)
             with self.abort:
-                era, server_info, capabilities = await self._negotiate(session)
+                era, server_info, capabilities, instructions = await self._negotiate(session)
                 # No tools capability, no tools: hosts do not ask for them, and nor does a poll.
                 offered = offers_tools(capabilities)
                 listed = await self._list_consistently(session) if offered else Listed()
@@ -159,6 +167,7 @@ class Poll(Paging):
                 era=era,
                 server_info=server_info,
                 capabilities=capabilities,
+                instructions=instructions,
                 list_changed_advertised=_advertises_list_changed(capabilities),
                 elapsed_ms=(time.perf_counter() - self.started) * 1000,
                 validation_errors=self.invalid,
@@ -358,7 +367,9 @@ class Poll(Paging):
         session.adopt(result)
         await session.send_notification(types.InitializedNotification())
         self.version = result.protocol_version
-        return "handshake", raw.get("serverInfo"), raw["capabilities"]
+        return Negotiated(
+            "handshake", raw.get("serverInfo"), raw["capabilities"], _text(raw.get("instructions"))
+        )
 
     async def _discover(self, session: ClientSession) -> Negotiated | None:
         """The 2026-07-28 era via `server/discover`, or None (reason in `discover_refusal`) for a server
@@ -393,7 +404,12 @@ class Poll(Paging):
         self.version = session.protocol_version
         meta = raw.get("_meta")
         server_info = meta.get(types.SERVER_INFO_META_KEY) if isinstance(meta, dict) else None
-        return "modern", server_info if isinstance(server_info, dict) else None, raw["capabilities"]
+        info = server_info if isinstance(server_info, dict) else None
+        return Negotiated("modern", info, raw["capabilities"], _text(raw.get("instructions")))
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _advertises_list_changed(capabilities: Mapping[str, Any]) -> bool:

@@ -88,6 +88,8 @@ class FetchedListing:
     capabilities: dict[str, Any]
     list_changed_advertised: bool
     elapsed_ms: float
+    instructions: str | None = None
+    """The server's instructions to hosts (`InitializeResult.instructions`, or the discover result's)."""
     """From the start of the poll to the last page, excluding shutdown."""
     validation_errors: list[str] = field(default_factory=list)
     """Where the pages break the negotiated version's schema, which hosts validate against: the

@@ -126,7 +126,7 @@ class _Watch(Poll):
         async with AsyncExitStack() as stack:
             session = await self._start(stack)
             with self.abort:
-                self.era, _, _ = await self._negotiate(session)
+                self.era = (await self._negotiate(session)).era
                 self._end_large_answer()  # a watch lives on: it must not keep the large-answer turn
                 if self.era == "modern":
                     await self._watch_listen(session)

@@ -38,8 +38,8 @@ class PollFacts:
     new_version: bool
     raised: frozenset[str]
     """The rules this poll raised."""
-    cleared: frozenset[str] = frozenset()
-    """The rules whose functions, called for this poll, judged their condition gone (`Rule.cleared`)."""
+    cleared: frozenset[Cleared] = frozenset()
+    """What the rules' functions, called for this poll, judged gone (`Rule.cleared`)."""
 
 
 Clears = Callable[[PollFacts], bool]
@@ -47,9 +47,11 @@ Clears = Callable[[PollFacts], bool]
 
 @dataclass(frozen=True)
 class Cleared:
-    """A rule's judgement that its condition is gone: the server's open alerts of it resolve."""
+    """A rule's judgement that its condition is gone: the server's open alert of it (about `tool`,
+    or about the server when None) resolves."""
 
     rule: str
+    tool: str | None = None
 
 
 Verdict = Finding | Cleared | None
@@ -66,6 +68,10 @@ class Rule:
     """For a server rule that any later poll can show ended: whether this poll does."""
     function: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
     """The rule's function, bound to it (`rule`)."""
+    family: str | None = None
+    """Rules that judge one concern together (`poisoning`: model-visible text), listed together."""
+    first_sight: bool = False
+    """For a tool rule: also judged on every tool seen for the first time (a server's first listing)."""
 
     def finding(
         self,
@@ -89,12 +95,12 @@ class Rule:
             detail=detail,
         )
 
-    def cleared(self) -> Cleared:
-        return Cleared(self.id)
+    def cleared(self, tool: str | None = None) -> Cleared:
+        return Cleared(self.id, tool)
 
     def ends_with(self, poll: PollFacts) -> bool:
-        """Whether a recorded poll ends this rule's open alerts of its server."""
-        return self.id in poll.cleared or (self.clears is not None and self.clears(poll))
+        """Whether a recorded poll ends this rule's open alert about its server (a poll fact, `clears`)."""
+        return self.clears is not None and self.clears(poll)
 
 
 CATALOG: dict[str, Rule] = {}
@@ -118,17 +124,27 @@ class Bound(Generic[Parameters, Result]):
 
 
 def rule(
-    rule_id: str, severity: Severity, meaning: str, *, scope: Scope = "tool", clears: Clears | None = None
+    rule_id: str,
+    severity: Severity,
+    meaning: str,
+    *,
+    scope: Scope = "tool",
+    clears: Clears | None = None,
+    family: str | None = None,
+    first_sight: bool = False,
 ) -> Callable[[Callable[Concatenate[Rule, Parameters], Result]], Bound[Parameters, Result]]:
     """Register a rule: its id, severity, one sentence of meaning, and the decorated function."""
     if scope != "server" and clears is not None:
         raise ValueError(f"{rule_id}: only a server rule ends with a later poll")
+    if scope != "tool" and first_sight:
+        raise ValueError(f"{rule_id}: only a tool rule judges tools seen for the first time")
 
     def register(function: Callable[Concatenate[Rule, Parameters], Result]) -> Bound[Parameters, Result]:
         if rule_id in CATALOG:
             raise ValueError(f"rule {rule_id!r} is registered twice")
         bound = Bound(function)
-        bound.rule = CATALOG[rule_id] = Rule(rule_id, severity, meaning, scope, clears, bound)
+        made = Rule(rule_id, severity, meaning, scope, clears, bound, family, first_sight)
+        bound.rule = CATALOG[rule_id] = made
         return bound
 
     return register
@@ -150,18 +166,24 @@ def _of(scope: Scope) -> Iterator[Rule]:
     return (r for r in CATALOG.values() if r.scope == scope and r.function is not None)
 
 
-def judged(verdicts: Iterable[Verdict]) -> tuple[list[Finding], frozenset[str]]:
-    """The findings among server rules' verdicts, and the rules they judged cleared."""
+def judged(verdicts: Iterable[Verdict]) -> tuple[list[Finding], frozenset[Cleared]]:
+    """The findings among rules' verdicts, and what they judged cleared."""
     findings: list[Finding] = []
-    cleared: set[str] = set()
+    cleared: set[Cleared] = set()
     for verdict in verdicts:
         if isinstance(verdict, Finding):
             findings.append(verdict)
         elif isinstance(verdict, Cleared):
-            cleared.add(verdict.rule)
+            cleared.add(verdict)
     return findings, frozenset(cleared)
 
 
+def first_sight_checks() -> dict[str, Callable[[ToolChange], Iterable[Finding]]]:
+    """The tool rules that also judge a tool seen for the first time, by rule id."""
+    return {rule_id: check for rule_id, check in tool_checks().items() if CATALOG[rule_id].first_sight}
+
+
 def documented_order(rules: Iterable[Rule]) -> list[Rule]:
-    """Rules as the docs list them: by scope, then worst severity first, then by id."""
-    return sorted(rules, key=lambda r: (SCOPES.index(r.scope), -r.severity.rank, r.id))
+    """Rules as the docs list them: by scope, a family's rules together (after the rest), then worst
+    severity first, then by id."""
+    return sorted(rules, key=lambda r: (SCOPES.index(r.scope), r.family or "", -r.severity.rank, r.id))

@@ -1,4 +1,5 @@
-"""Rules on what a tool says and takes: text, hidden characters, schemas, presence, everything else."""
+"""Rules on what a tool says and takes: text, schemas, presence, everything else (what its text asks of the
+model is `poisoning`)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ from typing import Any
 from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.listing import HINT_DEFAULTS, Tool, annotations_of
 from monitor.core.rules.catalog import Rule, rule
-from monitor.core.text import describe_hidden, hidden_characters, make_visible, smuggled_text, word_diff
-
-_TEXT_FIELDS = ("description", "title", "annotations.title")
+from monitor.core.text import make_visible, word_diff
 
 
 def _raw_field(tool: Tool | None, path: str) -> Any:
@@ -25,43 +24,6 @@ def _raw_field(tool: Tool | None, path: str) -> Any:
 def _text_field(tool: Tool | None, path: str) -> str:
     value = _raw_field(tool, path)
     return value if isinstance(value, str) else ""
-
-
-@rule(
-    "hidden-text-in-description",
-    Severity.HIGH,
-    "The description or title gained characters a reader cannot see (zero-width, bidi controls, Unicode "
-    "tags, other format characters), a way to hide instructions from reviewers but not from models.",
-)
-def _hidden_text(rule: Rule, change: ToolChange) -> Iterator[Finding]:
-    if change.new is None:
-        return
-    for path in _TEXT_FIELDS:
-        added = hidden_characters(_text_field(change.new, path)) - hidden_characters(
-            _text_field(change.old, path)
-        )
-        if added:
-            text = _text_field(change.new, path)
-            smuggled = smuggled_text(text)
-            reads = "".join(f' Hidden text reads: "{run}".' for run in smuggled[:3])
-            yield rule.finding(
-                change,
-                path,
-                None,
-                make_visible(text),
-                f"The {path} of {change.label()} now contains invisible characters: "
-                f"{_describe_added(added)}.{reads}",
-                detail={"codepoints": [f"U+{ord(c):04X}" for c in sorted(added)], "hidden_text": smuggled},
-            )
-
-
-def _describe_added(chars: set[str]) -> str:
-    """Each hidden character by name, except Unicode tags, which are counted (their text is decoded)."""
-    tags = {char for char in chars if 0xE0000 <= ord(char) <= 0xE007F}
-    parts = [describe_hidden(chars - tags)] if chars - tags else []
-    if tags:
-        parts.append(f"{len(tags)} distinct Unicode tag character(s) (U+E0000-U+E007F)")
-    return ", ".join(parts)
 
 
 @rule(
