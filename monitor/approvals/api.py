@@ -280,9 +280,12 @@ class DecisionOut(BaseModel):
     reason: str = Field(description="One sentence a person understands")
     reasons: list[str] = Field(
         description="Reason codes: approved, approval-off, never-polled, not-approved, "
-        "changed-since-approval, tool-removed, unknown-tool; plus stale-listing"
+        "changed-since-approval, tool-removed, unknown-tool, poisoned-text, poisoned-instructions; "
+        "plus stale-listing"
     )
-    rule: str | None = Field(description="The rule behind a changed-since-approval answer")
+    rule: str | None = Field(
+        description="The rule behind a changed-since-approval, poisoned-text or poisoned-instructions answer"
+    )
     severity: str | None
     approved_version: int | None
     current_version: int | None

@@ -71,8 +71,10 @@ def _run_approve(args: argparse.Namespace) -> int:
         return done
 
     done = _change(config, approving)
-    names = ", ".join(sorted(record.tool for record in done.approvals if record.tool))
-    print(f"approved {len(done.approvals)} tool(s) of {args.server} as in version {done.version}: {names}")
+    names = sorted(record.tool for record in done.approvals if record.tool)
+    told = " and its instructions" if any(record.tool is None for record in done.approvals) else ""
+    listed = ", ".join(names)
+    print(f"approved {len(names)} tool(s){told} of {args.server} as in version {done.version}: {listed}")
     if done.resolved_alerts:
         print(f"resolved alert(s) {', '.join(f'#{n}' for n in done.resolved_alerts)}")
     return EXIT_OK

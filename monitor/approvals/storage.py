@@ -39,7 +39,11 @@ def _version_tools(
     instructions' digest; the current version also holds the tools only other client views list
     (as the first of them lists each)."""
     query = select(
-        Snapshot.version, Snapshot.listing_id, Snapshot.first_seen, Snapshot.instructions_digest
+        Snapshot.version,
+        Snapshot.listing_id,
+        Snapshot.first_seen,
+        Snapshot.instructions_digest,
+        Snapshot.instructions.is_not(None).label("instructed"),
     ).where(Snapshot.server_id == server_id)
     if version is None:
         query = query.order_by(Snapshot.version.desc()).limit(1)
@@ -61,7 +65,7 @@ def _version_tools(
         for view in decision_views(session, server_id, row.first_seen):
             for name, (fingerprint, _) in view.tools.items():
                 tools.setdefault(name, fingerprint)
-    return row.version, tools, row.instructions_digest
+    return row.version, tools, row.instructions_digest if row.instructed else None
 
 
 def record_approvals(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -338,7 +339,23 @@ _PATTERNS: tuple[tuple[Kind, re.Pattern[str]], ...] = (
 def signals(text: str) -> list[Signal]:
     """Every signal in `text`, by position. The text is read twice when it has `_` or `-`: as written,
     and with those as spaces (same positions), so that `read_file on ~/.aws/credentials` and a
-    property named `content_from_reading_ssh_id_rsa` read as the words they are."""
+    property named `content_from_reading_ssh_id_rsa` read as the words they are. Texts repeat (every
+    instance of a server, every tool's `limit` parameter), so short ones are judged once."""
+    if len(text) <= REMEMBERED:
+        return list(_remembered(text))
+    return _signals(text)
+
+
+REMEMBERED = 4096
+"""Texts up to this long are remembered with their signals (at most `functools.lru_cache`'s size)."""
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _remembered(text: str) -> tuple[Signal, ...]:
+    return tuple(_signals(text))
+
+
+def _signals(text: str) -> list[Signal]:
     if len(text) < SHORTEST and text.isascii() and text.isprintable():
         return []  # no pattern matches so little plain text (an enum value, a short property name)
     found: set[Signal] = set()
@@ -351,12 +368,24 @@ def signals(text: str) -> list[Signal]:
     readings = (text, _SEPARATORS.sub(" ", text)) if "_" in text or "-" in text else (text,)
     for reading in readings:
         for kind, pattern in searched:
-            found.update(Signal(kind, match.start(), match.end()) for match in pattern.finditer(reading))
+            found.update(
+                Signal(kind, match.start(), _token_end(text, match.end()))
+                for match in pattern.finditer(reading)
+            )
     found.update(_encoded(text))
     return sorted(found, key=lambda signal: (signal.start, signal.end, signal.kind))
 
 
 _SEPARATORS = re.compile(r"[_-]")
+_TOKEN_REST = re.compile(r"[^\s`'\"()<>\[\]{},;]*")
+
+
+def _token_end(text: str, end: int) -> int:
+    """A match that ends inside a word or a path ends with it: `~/.cursor/` of `~/.cursor/mcp.json`."""
+    if end == 0 or text[end - 1].isspace():
+        return end
+    rest = _TOKEN_REST.match(text, end)
+    return rest.end() if rest is not None else end
 
 
 def _encoded(text: str) -> Iterator[Signal]:

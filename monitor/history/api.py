@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from monitor.core.ijson import unicode_text
 from monitor.core.rules import Severity
-from monitor.core.text import make_visible
+from monitor.core.text import make_visible, word_diff
 from monitor.identity.callers import may_read
 from monitor.store import queries
 from monitor.store.queries import ToolChangeView
@@ -93,6 +93,16 @@ class DiffTool(BaseModel):
         )
 
 
+class InstructionsDiff(BaseModel):
+    """The server's instructions (what hosts put in the model's context) in both versions."""
+
+    old: str | None
+    new: str | None
+    word_diff: list[tuple[Literal["=", "-", "+"], str]] = Field(
+        description="The change as runs of kept (`=`), removed (`-`) and added (`+`) text"
+    )
+
+
 class DiffOut(BaseModel):
     server: str
     old: SnapshotRecord = Field(description="The version compared from (`from`)")
@@ -103,6 +113,9 @@ class DiffOut(BaseModel):
     )
     findings: list[FindingFields] = Field(description="Every finding, worst first (the server's own too)")
     tools: list[DiffTool] = Field(description="The tools that differ, worst first, then by name")
+    instructions: InstructionsDiff | None = Field(
+        default=None, description="The server's instructions, when the two versions' differ"
+    )
 
 
 VersionParam = Annotated[int | None, Query(ge=1, le=INT32_MAX)]
@@ -172,7 +185,15 @@ def diff(
         stored=found.stored,
         findings=found.findings,
         tools=[DiffTool.of(change) for change in found.tools],
+        instructions=_instructions(found.instructions),
     )
+
+
+def _instructions(pair: tuple[str | None, str | None] | None) -> InstructionsDiff | None:
+    if pair is None:
+        return None
+    old, new = pair
+    return InstructionsDiff(old=old, new=new, word_diff=word_diff(old or "", new or ""))
 
 
 @router.get(

@@ -14,7 +14,7 @@ from monitor.core.clients import stored_profiles
 from monitor.core.ijson import unicode_text
 from monitor.core.roles import Permission
 from monitor.core.states import AlertState
-from monitor.core.text import make_visible
+from monitor.core.text import make_visible, word_diff
 from monitor.identity.callers import caller_of, page_read
 from monitor.notify import silences
 from monitor.servers.views import list_views
@@ -88,6 +88,8 @@ def diff_page(request: Request, web: Web, server: TheServer, session: ReadSessio
         server=server,
         diff=diff,
         tools=[tool_diff_view(t) for t in diff.tools],
+        instructions_diff=word_diff(*(text or "" for text in diff.instructions)) if diff.instructions else [],
+        instruction_findings=[f for f in diff.findings if f.tool is None and f.field == "instructions"],
         choices=queries.list_snapshots(session, server.id, limit=500),
         can_approve=caller_of(request).may(Permission.APPROVE),
         resolvable=resolvable_alerts(session, server, new_version, None),

@@ -226,3 +226,28 @@ def tool_title(tool: Mapping[str, Any]) -> str:
     if title is None:
         title = (annotations_of(tool) or {}).get("title")
     return as_text(title)
+
+
+def marked_quote(detail: Any) -> Markup | None:
+    """The sentence a content rule's finding quotes, with the span that raised it marked: escaped and
+    made visible like all server text (None for a finding that quotes nothing)."""
+    if not isinstance(detail, Mapping):
+        return None
+    text, span = detail.get("text"), detail.get("span")
+    if not isinstance(text, str) or not isinstance(span, list) or len(span) != 2:
+        return None
+    start, end = span
+    if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(text)):
+        return None
+    first = max((m.end() for m in _SENTENCE_END.finditer(text, max(0, start - QUOTED), start)), default=None)
+    after = _SENTENCE_END.search(text, end, min(len(text), end + QUOTED))
+    first = first if first is not None else max(0, start - QUOTED // 3)
+    last = after.start() + 1 if after is not None else min(len(text), end + QUOTED // 3)
+    return Markup("{}<mark>{}</mark>{}").format(
+        visible(text[first:start].lstrip()), visible(text[start:end]), visible(text[end:last].rstrip())
+    )
+
+
+QUOTED = 300
+"""Characters shown on either side of a marked span, at most (the sentence, when shorter)."""
+_SENTENCE_END = re.compile(r"[.!?。！？](?=\s|$)|\n")

@@ -31,6 +31,7 @@ from monitor.web.filters import (
     format_when,
     iso,
     json_block,
+    marked_quote,
     path_quote,
     plain,
     pretty_json,
@@ -72,6 +73,7 @@ def make_environment(templates: Path) -> Environment:
         status=status_badge,
         fp=fingerprint_code,
         json_block=json_block,
+        marked_quote=marked_quote,
         definition_href=definition_href,
     )
     return env

@@ -95,8 +95,14 @@ def test_a_nul_in_a_tool_name_is_stored_and_found_by_name(store: Store, tmp_path
     assert outcome.ok, outcome.error
     with store.sessions() as session:
         added = session.scalars(select(FindingRecord).where(FindingRecord.tool == "look\x00up")).all()
-    # `look\x00up` reads as `lookup`, which it replaced: a look-alike rename as well as a new tool.
-    assert [finding.rule for finding in added] == ["tool-added", "tool-renamed-lookalike"]
+    # `look\x00up` reads as `lookup`, which it replaced: a look-alike rename as well as a new tool,
+    # whose name a model reads with a control character in it.
+    assert sorted(finding.rule for finding in added) == [
+        "control-sequence",
+        "tool-added",
+        "tool-renamed-lookalike",
+    ]
+    assert {f.field for f in added if f.rule == "control-sequence"} == {"name"}
 
 
 @pytest.mark.parametrize("case", sorted(REFUSED))
@@ -184,13 +190,13 @@ def test_a_large_diff_is_computed_off_the_writer_thread(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     threads: list[str] = []
-    real = polls.diff_against
+    real = polls.changes_against
 
     def watched(*args: Any) -> Any:
         threads.append(threading.current_thread().name)
         return real(*args)
 
-    monkeypatch.setattr(polls, "diff_against", watched)
+    monkeypatch.setattr(polls, "changes_against", watched)
     listing = tmp_path / "tools.json"
 
     def schema(kind: str) -> str:

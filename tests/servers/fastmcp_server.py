@@ -10,7 +10,7 @@ transports stay the SDK's.
         [--page-size N] [--list-changed off|advertise|notify|decline] [--read-once]
         [--vary-by-client sampling|cloak|cloak-agent] [--sampling-tools FILE] [--record-clients FILE]
         [--ttl-ms N] [--straddle N] [--volatile-meta]
-        [--deploy-after-page K --deploys N] [--stale-cursor N]
+        [--deploy-after-page K --deploys N] [--stale-cursor N] [--instructions FILE]
 
 TOOLS.json holds a JSON array of tool objects. `--list-changed advertise` claims
 `tools.listChanged` but never notifies; `notify` also sends `notifications/tools/list_changed`
@@ -34,6 +34,7 @@ safer listing than hosts get); `cloak-agent` does so for an HTTP request whose U
 host (python-httpx, drift-monitor). `--record-clients FILE` appends one JSON line per `tools/list`:
 the clientInfo name and the request's HTTP headers. `--sampling-tools FILE` lists the tools of a
 second file (re-read on every call) after the others, to clients that declare sampling only.
+`--instructions FILE` gives hosts the file's text as the server's instructions (read at start).
 `--volatile-meta` stamps every tool of every page with `_meta.requestId`, a number that grows with
 each `tools/list` request, as servers that put request ids there do.
 """
@@ -203,6 +204,7 @@ def build(args: argparse.Namespace) -> MCPServer[Any]:
     # Off: no subscriptions/listen, so 2026-07-28 discover does not claim listChanged either.
     return MCPServer(
         "drift-test-server",
+        instructions=Path(args.instructions).read_text(encoding="utf-8") if args.instructions else None,
         version="1.0.0",
         middleware=[tools],
         subscriptions=False if args.list_changed == "off" else bus,
@@ -255,6 +257,7 @@ def main() -> None:
     parser.add_argument("--deploy-after-page", type=int, default=0, help="deploy once this page is served")
     parser.add_argument("--deploys", type=int, default=0, help="how many deploys --deploy-after-page makes")
     parser.add_argument("--stale-cursor", type=int, default=0, help="requests with a cursor answered -32602")
+    parser.add_argument("--instructions", default=None, help="a file of the server's instructions to hosts")
     args = parser.parse_args()
     server = build(args)
     if args.transport == "stdio":

@@ -97,3 +97,49 @@ def report(results: list[Judged]) -> Report:
         false_alarms=counts[False, True],
         benign=counts[False, True] + counts[False, False],
     )
+
+
+FIRST_MEASURED = (63, 0)
+"""Poisoned cases caught and benign cases flagged by the patterns as first written, before they were
+revised against this corpus: the fairer figure for text the patterns were not shaped on."""
+
+
+def section() -> str:
+    """docs/rules.md's closing section: how the family fares on the corpus (after the generated catalog)."""
+    results = [judge(case) for case in cases()]
+    figures = report(results)
+    kinds = Counter(result.case["kind"] for result in results)
+    return "\n".join(
+        [
+            "## How the model-visible text rules fare",
+            "",
+            f"On the corpus in `tests/data/poisoning/corpus.json` ({len(results)} cases: "
+            f"{figures.poison} poisoned, {figures.benign} benign; "
+            + ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+            + "), a case counts as caught when a rule of the family raises a finding at high or above. "
+            "Each case names its source: the benign ones are real tool descriptions, real edits and "
+            "real server instructions from public MCP servers; the poisoned ones are published attacks "
+            "and variations of them written for the corpus (paraphrased, in seven languages, spread "
+            "over a long description, in a parameter, an enum value, a default, a title, a property "
+            "name, a tool name, the instructions, hidden by whitespace, escapes or encodings).",
+            "",
+            *figures.lines(),
+            "",
+            f"The patterns were revised against this corpus. As first written, before any case was read, "
+            f"they caught {FIRST_MEASURED[0]} of {figures.poison} poisoned cases and flagged "
+            f"{FIRST_MEASURED[1]} of {figures.benign} benign ones: text shaped unlike the corpus may fare "
+            "nearer that. `tests/support/corpus.py` writes this section; a test keeps it in step.",
+            "",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from monitor.cli.offline import rules_markdown
+
+    DOCS = Path(__file__).resolve().parent.parent.parent / "docs" / "rules.md"
+    DOCS.write_text(rules_markdown() + section(), encoding="utf-8")
+    print(f"wrote {DOCS}")

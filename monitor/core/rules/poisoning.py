@@ -184,9 +184,7 @@ def hidden_text(
         if not any(is_hidden(char) for char in set(added.text)):
             continue  # most texts: nothing hidden at all
         emoji = _emoji_parts(added.text)
-        chars = {
-            added.text[i] for span in added.spans for i in range(span.start, span.end) if i not in emoji
-        }
+        chars = {added.text[i] for span in added.spans for i in range(span.start, span.end) if i not in emoji}
         held = hidden_characters(before.get(added.where, ""))
         hidden = {c for c in hidden_characters("".join(chars)) - held if unicodedata.category(c) != "Cc"}
         if not hidden:

@@ -209,6 +209,8 @@ class DiffView:
     """True when the findings are the ones recorded when the change was detected (adjacent versions)."""
     findings: list[FindingFields] = field(default_factory=list)
     """Every finding between the two, worst first: the tools' and the server's own (no tool)."""
+    instructions: tuple[str | None, str | None] | None = None
+    """The server's instructions in the old and the new version, when they differ."""
 
 
 def server_definition(session: Session, server_id: int, fingerprint: str) -> dict[str, Any] | None:
@@ -334,7 +336,11 @@ def diff_versions(session: Session, server_id: int, old_version: int, new_versio
         if finding.tool is not None:
             tools.setdefault(finding.tool, ToolChangeView(finding.tool, None, None)).findings.append(finding)
     ordered = sorted(tools.values(), key=lambda t: (-max((f.rank for f in t.findings), default=-1), t.name))
-    return DiffView(old, new, ordered, stored, sorted(findings, key=lambda f: -f.rank))
+    both = select(Snapshot.id, Snapshot.instructions).where(Snapshot.id.in_([old.id, new.id]))
+    told: dict[int, str | None] = dict(session.execute(both).tuples().all())
+    instructions = (told.get(old.id), told.get(new.id))
+    changed_instructions = instructions if instructions[0] != instructions[1] else None
+    return DiffView(old, new, ordered, stored, sorted(findings, key=lambda f: -f.rank), changed_instructions)
 
 
 # --- one tool's history --------------------------------------------------------------------
