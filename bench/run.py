@@ -9,6 +9,7 @@ import common  # noqa: F401  (the import path: the repository root and tests/)
 
 BENCHMARKS = [
     "bench_diff",
+    "bench_poisoning",
     "bench_listing_check",
     "bench_poll",
     "bench_web",

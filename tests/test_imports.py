@@ -385,19 +385,73 @@ def test_gemini_bare_variables_are_expanded(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("no_leaked_processes")
-def test_a_relative_cwd_is_the_imported_files_and_a_missing_one_is_named(tmp_path: Path) -> None:
+def test_a_relative_cwd_is_the_hosts_and_a_missing_one_is_named(tmp_path: Path) -> None:
+    """VS Code joins a relative `cwd` to the workspace folder (the one holding `.vscode/`)."""
     config = written(
         tmp_path,
         {
-            "project/.mcp.json": '{"mcpServers": {"py": {"command": "python3", "args": ["-c", "pass"], '
+            "project/.vscode/mcp.json": '{"servers": {"py": {"command": "python3", "args": ["-c", "pass"], '
             '"cwd": "tools"}}}'
         },
-        '"project/.mcp.json"',
+        '"project/.vscode/mcp.json"',
     )
     assert config.server("py").cwd == str((tmp_path / "project" / "tools").resolve())
     with pytest.raises(PollError) as error:
         anyio.run(fetch_listing, target_for(config, config.server("py")), Limits(timeout=20))
     assert "working directory" in str(error.value) and "project/tools" in str(error.value)
+
+
+HOST_RULES = [
+    # (the host's file, its server map key, where a relative cwd lands, where it starts without one,
+    #  where a relative envFile lands (None: not read), what the monitor says it ignored)
+    ("project/.gemini/settings.json", "mcpServers", "project/mcp_tools", "project", None, "envFile"),
+    ("project/.vscode/mcp.json", "servers", "project/mcp_tools", "project", "project/.env", None),
+    ("project/.cursor/mcp.json", "mcpServers", "project/mcp_tools", "project", "project/.env", None),
+    ("project/.mcp.json", "mcpServers", "project", "project", None, "cwd, envFile"),
+    ("home/.claude.json", "mcpServers", "HOME", "HOME", None, "cwd, envFile"),
+    ("home/claude_desktop_config.json", "mcpServers", "HOME", "HOME", None, "cwd, envFile"),
+    ("home/.codeium/windsurf/mcp_config.json", "mcpServers", "HOME", "HOME", None, "cwd, envFile"),
+]
+"""Each host's rule, from its sources (docs/integrations.md): Gemini CLI starts servers where it was
+launched (the folder holding `.gemini/`) and passes `cwd` to the process as it is; VS Code joins
+`cwd` to the workspace folder; Cursor follows VS Code's reading; Claude Code ignores `cwd` and starts
+servers in the project root; Claude Desktop and Windsurf start them in the user's home."""
+
+
+@pytest.mark.parametrize(("file", "key", "relative", "absent", "env_file", "ignored"), HOST_RULES)
+def test_each_host_starts_its_servers_where_it_would(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    file: str,
+    key: str,
+    relative: str,
+    absent: str,
+    env_file: str | None,
+    ignored: str | None,
+) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    entries = {
+        "given": {"command": "./run.sh", "cwd": "./mcp_tools", "envFile": ".env"},
+        "bare": {"command": "./run.sh"},
+    }
+    config = written(tmp_path, {file: json.dumps({key: entries})}, json.dumps(file))
+
+    def where(spot: str) -> str:
+        return str(home.resolve()) if spot == "HOME" else str((tmp_path / spot).resolve())
+
+    assert config.server("given").cwd == where(relative)
+    assert config.server("bare").cwd == where(absent)
+    assert config.server("given").env_file == (where(env_file) if env_file else None)
+    notes = [line for line in config.skipped if "'given'" in line]
+    assert notes == (
+        [
+            f"{config.source}: import {str((tmp_path / file).resolve())!r}: 'given': {ignored} ignored, as "
+            f"{notes[0].rsplit('as ', 1)[1]}"
+        ]
+        if ignored
+        else []
+    ), notes
 
 
 def test_several_host_files(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from monitor.config.errors import ConfigError, explain
 from monitor.config.servers import ServerConfig
-from monitor.core.hostconfigs import jsonc_loads, read_host_config
+from monitor.core.hostconfigs import jsonc_loads, read_host_config, rule_for
 
 
 def import_mcp_servers(path: Path, source: str) -> tuple[list[ServerConfig], list[str]]:
@@ -26,19 +26,17 @@ def import_mcp_servers(path: Path, source: str) -> tuple[list[ServerConfig], lis
         raise ConfigError(f"{where}: cannot read: {exc.strerror or exc}") from exc
     except (ValueError, UnicodeDecodeError) as exc:  # json5's errors are ValueErrors
         raise ConfigError(f"{where}: not JSON: {exc}") from exc
-    folder = path.resolve().parent
+    home = str(Path.home())
+    resolved = path.resolve()
+    rule = rule_for(resolved.as_posix(), home)
+    folder = resolved.parent
     workspace = folder.parent if folder.name in (".vscode", ".cursor", ".gemini") else folder
     try:
-        entries = read_host_config(
-            data,
-            workspace=str(workspace),
-            home=str(Path.home()),
-            folder=str(folder),
-            bare_variables=folder.name in (".gemini", "gemini-cli"),  # Gemini CLI expands $VAR too
-        )
+        entries = read_host_config(data, rule=rule, workspace=str(workspace), home=home)
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     problems = [f"{where}: {name!r} skipped: {reason}" for name, reason in entries.errors.items()]
+    problems += [f"{where}: {name!r}: {why}" for name, why in entries.ignored.items()]
     servers = []
     for name, fields in entries.servers.items():
         try:

@@ -15,7 +15,7 @@ from typing import Any
 
 from monitor.core.listing import EffectiveHints, Tool, effective_hints
 from monitor.core.modeltext import Added, added_texts
-from monitor.core.poison import Signal, signals
+from monitor.core.poison import Kind, Signal, signals
 from monitor.core.text import make_visible
 
 
@@ -114,6 +114,11 @@ class ToolChange:
         if self.new is None:
             return []
         return [(added, signals(added.text)) for added in added_texts(self.old, self.new)]
+
+    @cached_property
+    def added_kinds(self) -> frozenset[Kind]:
+        """Every kind of signal `added_text` holds, for content rules to pass a change over at once."""
+        return frozenset(signal.kind for _, found in self.added_text for signal in found)
 
     @property
     def both(self) -> tuple[Tool, Tool] | None:

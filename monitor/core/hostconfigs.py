@@ -7,13 +7,15 @@ reason the entry cannot be imported, so one bad entry never costs the others. Th
 - VS Code (`.vscode/mcp.json`): `{"inputs": [...], "servers": {name: entry}}`.
 
 Files are read as JSONC, as VS Code writes them (`//` and `/* */` comments, trailing commas); strict
-JSON is a subset. An entry is stdio (`command`, `args`, `env`, `envFile`, `cwd`; a relative `cwd` or
-`envFile` is taken from the imported file's folder) or remote: `url` with `type` ("http",
-"streamable-http", "sse") or without it (Streamable HTTP, falling back to SSE as hosts do),
-Windsurf's `serverUrl` (the same), Gemini's `httpUrl` (Streamable HTTP). `disabled: true` skips
-an entry. Variables are rewritten into the monitor's `${VAR}` form, expanded only when the server
-is polled: `${env:X}` -> `${X}`, VS Code's `${input:id}` -> `${DRIFT_MONITOR_INPUT_ID}` (the monitor
-cannot prompt, so the value comes from that environment variable), `${X:-default}` kept as is;
+JSON is a subset. An entry is stdio (`command`, `args`, `env`, `envFile`, `cwd`) or remote: `url`
+with `type` ("http", "streamable-http", "sse") or without it (Streamable HTTP, falling back to SSE
+as hosts do), Windsurf's `serverUrl` (the same), Gemini's `httpUrl` (Streamable HTTP).
+`disabled: true` skips an entry. Each host starts a stdio server in a folder of its own choosing
+and takes a relative `cwd` from it, or ignores `cwd`: `HostRule` says which (`rule_for` tells the
+host by the file's name and folder), and the monitor starts the server there too. Variables are
+rewritten into the monitor's `${VAR}` form, expanded only when the server is polled: `${env:X}` ->
+`${X}`, VS Code's `${input:id}` -> `${DRIFT_MONITOR_INPUT_ID}` (the monitor cannot prompt, so the
+value comes from that environment variable), `${X:-default}` kept as is;
 `${workspaceFolder}` and `${userHome}` are filled in at once (they are not secrets). Gemini CLI
 also expands a bare `$VAR` in its settings, so its files have that form rewritten too.
 """
@@ -41,6 +43,54 @@ def jsonc_loads(text: str) -> Any:
     return json5.loads(text)
 
 
+@dataclass(frozen=True)
+class HostRule:
+    """How one host starts a stdio server of its config file, from its own sources and docs
+    (docs/integrations.md has each with its source)."""
+
+    host: str
+    base: str
+    """The folder a server starts in when its entry names none, and a relative `cwd` (and `envFile`)
+    is taken from: the host's working folder for that file, given the file's path."""
+    cwd: bool = True
+    """Whether the host honours `cwd` (Claude Code ignores it: the server starts in `base`)."""
+    env_file: bool = False
+    """Whether the host reads `envFile` (VS Code, Cursor)."""
+    bare_variables: bool = False
+    """Whether the host also expands `$VAR` (Gemini CLI)."""
+
+
+def rule_for(path: str, home: str) -> HostRule:
+    """The host whose config file `path` (absolute) is, by its name and folder:
+
+    - `.gemini/settings.json`: Gemini CLI, which starts servers where it was launched (the folder
+      holding `.gemini/`) and passes a relative `cwd` to the process as it is, so from there too;
+    - `.vscode/mcp.json`: VS Code, `cwd` joined to the workspace folder (the one holding `.vscode/`),
+      which is also where servers start without one; `envFile` read;
+    - `.cursor/mcp.json`: Cursor, the same (the project root, or home for `~/.cursor/mcp.json`);
+    - `.mcp.json`, `~/.claude.json`: Claude Code, which ignores `cwd` and starts servers in the
+      project root (the file's folder; home for the user's file);
+    - `claude_desktop_config.json`, Windsurf's `mcp_config.json`: the user's home;
+    - any other file: its own folder.
+    """
+    folder = posixpath.dirname(path)
+    name, parent = posixpath.basename(path), posixpath.basename(folder)
+    workspace = posixpath.dirname(folder)
+    if parent in (".gemini", "gemini-cli"):
+        return HostRule("Gemini CLI", workspace, bare_variables=True)
+    if parent == ".vscode":
+        return HostRule("VS Code", workspace, env_file=True)
+    if parent == ".cursor":
+        return HostRule("Cursor", workspace, env_file=True)
+    if name in (".mcp.json", ".claude.json"):
+        return HostRule("Claude Code", folder, cwd=False)
+    if name == "claude_desktop_config.json":
+        return HostRule("Claude Desktop", home, cwd=False)
+    if name == "mcp_config.json" and parent in ("windsurf", "devin"):
+        return HostRule("Windsurf", home, cwd=False)
+    return HostRule("a host", folder, env_file=True)
+
+
 @dataclass
 class HostEntries:
     """What one file holds: each importable entry's server fields, each bad one's reason, the skipped."""
@@ -48,6 +98,8 @@ class HostEntries:
     servers: dict[str, dict[str, Any]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     disabled: list[str] = field(default_factory=list)
+    ignored: dict[str, str] = field(default_factory=dict)
+    """Fields of an imported entry its host does not honour, so neither does the monitor: name -> why."""
 
 
 def input_variable(input_id: str) -> str:
@@ -55,15 +107,10 @@ def input_variable(input_id: str) -> str:
     return "DRIFT_MONITOR_INPUT_" + re.sub(r"[^A-Za-z0-9]", "_", input_id).upper()
 
 
-def read_host_config(
-    data: Any, *, workspace: str, home: str, folder: str | None = None, bare_variables: bool = False
-) -> HostEntries:
-    """The servers of a host's config file (already parsed JSON).
-
-    `folder` is the file's own folder, which a relative `cwd` or `envFile` is taken from (default:
-    `workspace`); `bare_variables` reads `$VAR` as `${VAR}` (Gemini CLI's settings). Raises
-    ValueError when the file holds no server map at all; problems with single entries are reported
-    in `HostEntries.errors` by name.
+def read_host_config(data: Any, *, rule: HostRule, workspace: str, home: str) -> HostEntries:
+    """The servers of a host's config file (already parsed JSON), each stdio server starting where
+    `rule` says its host starts it. Raises ValueError when the file holds no server map at all;
+    problems with single entries are reported in `HostEntries.errors` by name.
     """
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
@@ -78,10 +125,10 @@ def read_host_config(
             continue
         try:
             fields = _entry(name, entry)
-            if bare_variables:
+            if rule.bare_variables:
                 fields = _strings_map(fields, lambda text: _BARE.sub(r"${\1}", text))
             fields = _rewrite(fields, inputs, workspace=workspace, home=home)
-            found.servers[name] = _relative_to(fields, folder or workspace)
+            found.servers[name] = _started_as(fields, rule, name, found.ignored)
         except ValueError as exc:
             found.errors[name] = str(exc)
     return found
@@ -150,13 +197,28 @@ def _strings_map(fields: dict[str, Any], change: Any) -> dict[str, Any]:
     return result
 
 
-def _relative_to(fields: dict[str, Any], folder: str) -> dict[str, Any]:
-    """A relative `cwd` or `env_file` made absolute from the imported file's folder (not from wherever
-    the monitor runs); one that starts with a variable is left for the poll to expand."""
+def _started_as(fields: dict[str, Any], rule: HostRule, name: str, ignored: dict[str, str]) -> dict[str, Any]:
+    """A stdio entry with the folder its host starts it in (`rule.base`, or its `cwd` from there) and
+    its `envFile` from there, made absolute (not wherever the monitor runs); a value that starts with
+    a variable is left for the poll to expand. A field the host ignores is dropped, and named."""
+    if fields.get("transport") != "stdio":
+        return fields
+    dropped = [
+        key
+        for key, honoured in (("cwd", rule.cwd), ("env_file", rule.env_file))
+        if key in fields and not honoured
+    ]
+    for key in dropped:
+        del fields[key]
+    if dropped:
+        ignored[name] = (
+            f"{', '.join('envFile' if k == 'env_file' else k for k in dropped)} ignored, as {rule.host} does"
+        )
+    fields.setdefault("cwd", rule.base)
     for key in ("cwd", "env_file"):
         value = fields.get(key)
         if isinstance(value, str) and not value.startswith(("/", "${", "~")):
-            fields[key] = posixpath.normpath(posixpath.join(folder, value))
+            fields[key] = posixpath.normpath(posixpath.join(rule.base, value))
     return fields
 
 

@@ -46,7 +46,15 @@ def is_hidden(char: str) -> bool:
 
 
 def hidden_characters(text: str) -> set[str]:
+    if text.isascii() and _ASCII_HIDDEN.search(text) is None:
+        return set()  # most text: one C-speed scan instead of a call per character
     return {char for char in set(text) if is_hidden(char)}
+
+
+_ASCII_HIDDEN = re.compile(
+    "[" + "".join(re.escape(chr(code)) for code in range(128) if is_hidden(chr(code))) + "]"
+)
+"""The ASCII characters `is_hidden` holds hidden (the controls but layout ones)."""
 
 
 def codepoint_label(char: str) -> str:

@@ -19,7 +19,7 @@ from monitor.core.findings import Finding, Severity, ToolChange
 from monitor.core.modeltext import Added, added_between, first_sight, texts_of
 from monitor.core.poison import Kind, Signal, signals
 from monitor.core.rules.catalog import CATALOG, Rule, Verdict, rule
-from monitor.core.text import describe_hidden, hidden_characters, is_hidden, make_visible, smuggled_text
+from monitor.core.text import describe_hidden, hidden_characters, make_visible, smuggled_text
 
 FAMILY = "poisoning"
 QUOTE_LIMIT = 300
@@ -35,6 +35,8 @@ def _found(
 ) -> Iterator[Finding]:
     """One finding per text in which a change added a signal of `kinds`, quoting the first of them."""
     for added, found in judged:
+        if not found:
+            continue  # most texts: no signal at all
         matched = [s for s in found if s.kind in kinds and added.adds(s.start, s.end)]
         if not matched:
             continue
@@ -92,7 +94,8 @@ def _content_rule(rule_id: str, meaning: str, kinds: Iterable[Kind], what: str) 
     CONTENT[rule_id] = (wanted, what)
 
     def check(rule: Rule, change: ToolChange) -> Iterator[Finding]:
-        yield from _found(rule, change, change.added_text, wanted, what)
+        if not wanted.isdisjoint(change.added_kinds):
+            yield from _found(rule, change, change.added_text, wanted, what)
 
     rule(rule_id, Severity.HIGH, meaning, family=FAMILY, first_sight=True)(check)
 
@@ -181,7 +184,7 @@ def hidden_text(
     """Hidden characters among what each text added that it did not hold before (`before`: the texts
     as they were, by where), but those that belong to an emoji."""
     for added in texts:
-        if not any(is_hidden(char) for char in set(added.text)):
+        if not hidden_characters(added.text):
             continue  # most texts: nothing hidden at all
         emoji = _emoji_parts(added.text)
         chars = {added.text[i] for span in added.spans for i in range(span.start, span.end) if i not in emoji}
