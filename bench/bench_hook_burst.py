@@ -28,7 +28,10 @@ database built and migrated by that revision's own code, whose schema may be old
 figures to compare are the two rows of one run, not figures of another day.
 
     python bench/bench_hook_burst.py [--before REV] [--fleet 1000] [--interval 30] [--bursts 3]
-                                     [--processes 2]
+                                     [--processes 2] [--revoked]
+
+`--revoked` makes every call of a burst one about a tool that lost its read-only hint, as in an
+incident: each should get a deny, and one answered without deciding gets only `ask`.
 """
 
 from __future__ import annotations
@@ -295,6 +298,9 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
     parser.add_argument("--tree")
     parser.add_argument("--decision-port", type=int)
     parser.add_argument("--processes", type=int, default=2, help="[decisions] processes")
+    parser.add_argument(
+        "--revoked", action="store_true", help="every call about a tool that lost its read-only hint"
+    )
     args = parser.parse_args([] if argv is None else argv)
     if args.serve:
         serve_app(
@@ -308,8 +314,10 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float, str]]:
         return []
     from bench_throughput import raw_fleet
 
-    requests = calls()
+    requests = calls(40_000 if args.revoked else 20_000)
     hooks, health = requests["hook"], requests["healthz"][0]
+    if args.revoked:  # only the flipped tools' calls: each should be a deny
+        hooks = [call for call in hooks if not call.exact]
     results: dict[str, list[Burst]] = {}
     with tempfile.TemporaryDirectory() as folder, raw_fleet(args.fleet) as (urls, _pids):
         urls_file = Path(folder) / "urls"

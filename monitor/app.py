@@ -31,7 +31,8 @@ from monitor.alerts import pages as alert_pages
 from monitor.approvals import api as approvals_api
 from monitor.approvals import hooks
 from monitor.approvals import pages as approval_pages
-from monitor.approvals.hosts import BASIC_AUTH_PATHS, HOOK_PATHS
+from monitor.approvals.fastpath import DecisionFastPath
+from monitor.approvals.hosts import BASIC_AUTH_PATHS, HOOK_PATHS, HOSTS
 from monitor.approvals.lane import THREADS, Admission, DecisionLane
 from monitor.approvals.point import DecisionPoint
 from monitor.config import Config
@@ -45,6 +46,7 @@ from monitor.identity.callers import (
     Identity,
     require,
 )
+from monitor.identity.known import KnownTokens
 from monitor.identity.signin import Signer
 from monitor.identity.storage import web_key
 from monitor.notify.alerts import Alerting
@@ -62,6 +64,7 @@ from monitor.tokens import pages as identity_pages
 from monitor.web import refresh
 from monitor.web.context import PeerMetrics, PollNow, WebContext
 from monitor.web.errors import install_error_handlers
+from monitor.web.front import FrontedApp
 from monitor.web.middleware import (
     PUBLIC_PATHS,
     BodyLimit,
@@ -130,13 +133,15 @@ def create_app(
         with store.sessions() as session:
             return web_key(session)
 
+    audit = AuditLog(store.sessions)
     identity = Identity(
         sessions=store.sessions,
         token=token,
         auth=config.auth,
         signer=Signer(read_key, token),
-        log=AuditLog(store.sessions),
+        log=audit,
         clock=lambda: web.now(),
+        tokens=KnownTokens(store.sessions, store.reads, audit.token_used),
     )
     web = WebContext(
         store=store,
@@ -148,7 +153,7 @@ def create_app(
         identity=identity,
         peer_metrics=peer_metrics,
     )
-    app = FastAPI(
+    app = FrontedApp(
         title="drift-monitor",
         version=monitor.__dict__.get("__version__", "0.1.0"),
         description="Versioned history of what MCP servers claim about their tools, the findings "
@@ -198,9 +203,19 @@ def create_app(
         refuse=unauthorised,
         unavailable=unavailable,
     )
+    # In front of FastAPI's own layers: what every decision answer needs, and the decision path itself.
+    if settings.fast_path:
+        app.add_front(
+            DecisionFastPath,
+            point=app.state.decision_point,
+            lane=lane,
+            identity=identity,
+            hooks=HOSTS,
+            limit=config.monitor.max_request_bytes,
+        )
     busy = {**hooks.busy_answers(config), "/api/v1/decisions": approvals_api.busy}
-    app.add_middleware(Admission, lane=lane, answers=busy, limit=config.monitor.max_request_bytes)
-    app.add_middleware(SecurityHeaders)
+    app.add_front(Admission, lane=lane, answers=busy, limit=config.monitor.max_request_bytes)
+    app.add_front(SecurityHeaders)
     return app
 
 

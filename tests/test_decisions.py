@@ -450,7 +450,7 @@ def test_kept_decisions_are_trimmed_to_the_newest_and_pruned_by_age(store: Store
     from sqlalchemy import func
 
     from monitor.approvals.policy import Verdict
-    from monitor.approvals.storage import prune_decisions, record_decision
+    from monitor.approvals.storage import KeptDecision, prune_decisions, record_decisions
     from monitor.core.states import DecisionKind
 
     server_id = sync_servers(
@@ -458,17 +458,12 @@ def test_kept_decisions_are_trimmed_to_the_newest_and_pruned_by_age(store: Store
     )["d"]
     verdict = Verdict(DecisionKind.DENY, "unknown-tool", "not listed")
     with store.sessions.begin() as session:
-        for n in range(100):
-            record_decision(
-                session,
-                server_id=server_id,
-                tool=f"t{n}",
-                verdict=verdict,
-                session_id=None,
-                client=None,
-                now=T0 + timedelta(minutes=n),
-                keep=10,
-            )
+        for batch in range(0, 100, 30):  # batches as the recorder writes them, the last one short
+            kept = [
+                KeptDecision(server_id, f"t{n}", verdict, None, None, T0 + timedelta(minutes=n))
+                for n in range(batch, min(100, batch + 30))
+            ]
+            record_decisions(session, kept, keep=10)
     with store.sessions() as session:
         kept = list(session.scalars(select(DecisionRecord.tool).order_by(DecisionRecord.id)))
     assert kept == [f"t{n}" for n in range(90, 100)]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -30,6 +31,7 @@ from monitor.core.clients import matching_view
 from monitor.core.findings import Finding
 from monitor.core.states import ApprovalMode
 from monitor.store.models import DecisionNames, Listing, ListingTool, Server, Snapshot, ToolDefinition
+from monitor.store.statereads import StateReads
 from monitor.store.views import ViewListing, decision_views
 
 MAX_KEPT = 10_000
@@ -182,53 +184,59 @@ class Lookup:
     state: ServerState | None = None
 
 
+class NotReady(Exception):
+    """A decision asked `inline` needs more than the statement every decision runs (a view or the names
+    to read again, a poll to wait for): it is asked again on the decision lane's threads."""
+
+
+INLINE: ContextVar[bool] = ContextVar("decision_inline", default=False)
+"""Set while a decision runs on the event loop (`monitor.approvals.fastpath`): there, the cache's
+answer and the one statement are all it may wait for; anything more raises `NotReady` before the
+decision has counted or recorded anything."""
+
+
 class DecisionView:
     """Per-process cache of `ServerView`s and of the server names, each checked at every decision."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, reads: StateReads | None = None) -> None:
         self.engine = engine
+        self.reads = reads or StateReads(engine)
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         self._lock = threading.Lock()
         self._views: dict[str, tuple[int, ServerView]] = {}
         self._names: tuple[int, dict[str, list[str]]] | None = None
 
     def server(self, name: str, session: Session | None = None) -> Lookup:
-        """The server named `name`: one indexed statement, and the view rebuilt only when its
-        generation moved since it was kept. Read in `session` when one is given: a request that holds
-        a connection must not wait for a second one (under load every pooled connection can be held
-        by a request waiting for another, until the pool's timeout)."""
-        with self._reading(session) as reading:
-            row = reading.execute(
-                select(
-                    DecisionNames.generation,
-                    Server.id,
-                    Server.decision_generation,
-                    Server.last_success_at,
-                    Server.last_poll_at,
-                    Server.unverifiable_reason,
-                    Server.interval_seconds,
-                )
-                .select_from(DecisionNames)
-                .outerjoin(Server, Server.name == name)
-                .where(DecisionNames.id == 1)
-            ).one()
-        names_generation = int(row[0])
-        if row.id is None:
-            return Lookup(names_generation)
-        state = ServerState(row.id, name, *row[2:])
+        """The server named `name`: one indexed statement (`monitor.store.statereads`), and the view
+        rebuilt only when its generation moved since it was kept. Read in `session` when one is given
+        (a page's request holds a connection already)."""
+        generations, row = self.reads.server(name, session)
+        if row is None:
+            return Lookup(generations.names)
+        state = ServerState(
+            row.server_id,
+            name,
+            row.generation,
+            row.last_verified,
+            row.last_polled,
+            row.unverifiable_reason,
+            row.interval_seconds,
+        )
         with self._lock:
             kept = self._views.get(name)
         if kept is not None and kept[0] == state.generation:
-            return Lookup(names_generation, kept[1], state)
+            return Lookup(generations.names, kept[1], state)
+        if INLINE.get():
+            raise NotReady(name)
         with self._reading(session) as reading:
             server = reading.get(Server, state.server_id)
             if server is None:
-                return Lookup(names_generation)
+                return Lookup(generations.names)
             view = load_server_view(reading, server)
         with self._lock:
             if name in self._views or len(self._views) < MAX_KEPT:
                 self._views[name] = (state.generation, view)
-        return Lookup(names_generation, view, state)
+        return Lookup(generations.names, view, state)
 
     @contextmanager
     def _reading(self, session: Session | None) -> Iterator[Session]:
@@ -245,6 +253,8 @@ class DecisionView:
             kept = self._names
         if kept is not None and not refresh:
             return kept
+        if INLINE.get():
+            raise NotReady("the server names")
         with self.sessions() as session:
             current = int(session.scalar(select(DecisionNames.generation).where(DecisionNames.id == 1)) or 0)
             rows = session.execute(select(Server.name, Server.aliases)).all()
@@ -256,5 +266,4 @@ class DecisionView:
 
     def names_generation(self) -> int:
         """The names' generation now (one statement), for a name no kept name matched."""
-        with self.engine.connect() as connection:
-            return int(connection.scalar(select(DecisionNames.generation).where(DecisionNames.id == 1)) or 0)
+        return self.reads.generations().names

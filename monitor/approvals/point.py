@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, Metric
 from sqlalchemy.orm import Session
 
-from monitor.approvals.cache import MAX_KEPT, DecisionView, Lookup, ServerState, ServerView
+from monitor.approvals.cache import INLINE, MAX_KEPT, DecisionView, Lookup, NotReady, ServerState, ServerView
 from monitor.approvals.names import Normalise, ServerNames, exact_name, tool_candidates
 from monitor.approvals.policy import Verdict, Verification, verified
 from monitor.approvals.recorder import DecisionRecorder, DecisionWrite, SessionBeats, UnmonitoredCall
@@ -127,12 +128,15 @@ class DecisionPoint:
     ) -> None:
         self.config = config
         self.clock = clock
-        self.view = DecisionView(store.engine)
+        self.view = DecisionView(store.engine, store.reads)
         self.beats = SessionBeats()
         self.recorder = DecisionRecorder(store, keep=config.monitor.decisions_kept)
         self.counts = DecisionCounts(lambda: self.recorder.dropped)
         self.refresher = Refresher(poll_now, config) if config.decisions.refresh_on_decision else None
         self._configured = _configured_names(config)
+        self._max_ages = {
+            s.name: s.decision_max_age for s in config.servers if s.decision_max_age is not None
+        }
         self._indexes: dict[tuple[int, Normalise], ServerNames] = {}
         self._lock = threading.Lock()
 
@@ -149,7 +153,7 @@ class DecisionPoint:
         """The answer about `tool` of the server the monitor calls `server` (or an alias of it);
         None when the monitor knows no such server. `client_capabilities`, what the host declared to
         the server, picks the client view the answer is judged on (unknown: the strictest view's)."""
-        with DECISION_DURATION.time():
+        with _timed():
             found = self._named(server, exact_name)
             if isinstance(found, Unmonitored):
                 return None
@@ -168,7 +172,7 @@ class DecisionPoint:
     ) -> Answer | Unmonitored:
         """The answer about a tool a host names `<prefix><server><separator><tool>`, its server found
         the host's way (`monitor.approvals.names`)."""
-        with DECISION_DURATION.time():
+        with _timed():
             for _ in range(3):  # the names changed while they were matched: match again
                 generation, index = self._index(normalise)
                 match = index.split(qualified, prefix, separator)
@@ -201,7 +205,7 @@ class DecisionPoint:
         client: str | None = None,
     ) -> Answer | Unmonitored:
         """The answer about a tool whose server a host names on its own (ToolHive, Gemini's context)."""
-        with DECISION_DURATION.time():
+        with _timed():
             found = self._named(server, normalise)
             if isinstance(found, Unmonitored):
                 return self._unmonitored(server, host)
@@ -269,6 +273,8 @@ class DecisionPoint:
         lookup = self.view.server(server)
         refresher, now = self.refresher, self.clock()
         if refresher is not None and lookup.state is not None and refresher.due(lookup.state, now):
+            if INLINE.get():
+                raise NotReady(server)  # a refresh waits for a poll, which runs on the event loop
             refresher.refresh(server, now)
             lookup = self.view.server(server)
         return lookup
@@ -323,9 +329,9 @@ class DecisionPoint:
         )
 
     def _max_age(self, server: str, interval: float | None) -> timedelta:
-        configured = next((s for s in self.config.servers if s.name == server), None)
-        if configured is not None and configured.decision_max_age is not None:
-            return timedelta(seconds=configured.decision_max_age)
+        configured = self._max_ages.get(server)
+        if configured is not None:
+            return timedelta(seconds=configured)
         if self.config.decisions.max_age is not None:
             return timedelta(seconds=self.config.decisions.max_age)
         return timedelta(seconds=STALE_AFTER_INTERVALS * (interval or self.config.monitor.poll_interval))
@@ -358,6 +364,15 @@ class DecisionPoint:
         if storable(name):
             self.recorder.submit(UnmonitoredCall(name, host, self.clock()))
         return Unmonitored(name)
+
+
+@contextlib.contextmanager
+def _timed() -> Iterator[None]:
+    """A decision's duration in `DECISION_DURATION`, once it is decided: an inline attempt that had to
+    be asked again on the lane's threads (`NotReady`) is timed there, once."""
+    start = time.perf_counter()
+    yield
+    DECISION_DURATION.observe(time.perf_counter() - start)
 
 
 def _first(qualified: str, prefix: str, separator: str) -> str:

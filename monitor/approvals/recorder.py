@@ -2,8 +2,9 @@
 
 A decision asked with a `session_id` registers or heart-beats that host session, so a gateway
 asking for decisions shows up among the sessions; a non-allow decision is kept for review. Both are
-written by `DecisionRecorder` on a thread of its own, in batches, so answering never waits for a
-write.
+written by `DecisionRecorder` on a thread of its own, in batches of a few statements each (not a
+statement per decision: a burst of a thousand denies is one insert), so answering never waits for a
+write, and a clean stop writes what waits (`close`).
 """
 
 from __future__ import annotations
@@ -14,17 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from monitor.approvals.policy import Verdict
-from monitor.approvals.storage import record_decision
-from monitor.sessions import service as host_sessions
+from monitor.approvals.storage import KeptDecision, record_decisions
+from monitor.sessions.service import Beat, record_beats
 from monitor.store import Store
 from monitor.store.access import UnmonitoredServer
 from monitor.store.background import BackgroundWriter
 from monitor.store.db import insert
-from monitor.store.models import HostSession, Server
 
 
 class SessionBeats:
@@ -47,42 +46,6 @@ class SessionBeats:
                 self._seen.clear()
             self._seen[key] = (now, fingerprint)
             return True
-
-
-def beat(
-    session: Session,
-    *,
-    server: str,
-    session_id: str,
-    client: str | None,
-    fingerprint: str,
-    now: datetime,
-) -> None:
-    """Register the host session, or heart-beat it with the fingerprint of the listing it holds.
-
-    A caller that sends no fingerprint is recorded as holding the current listing: the monitor has
-    no evidence otherwise, and a guess must not raise `session-stale`.
-    """
-    existing = session.scalar(
-        select(HostSession.id)
-        .join(Server, Server.id == HostSession.server_id)
-        .where(Server.name == server, HostSession.session_id == session_id)
-    )
-    if existing is None:
-        host_sessions.register_session(
-            session,
-            server=server,
-            session_id=session_id,
-            client=client,
-            connected_at=now,
-            fingerprint=fingerprint,
-            tools=None,
-            now=now,
-        )
-    else:
-        host_sessions.heartbeat(
-            session, server=server, session_id=session_id, fingerprint=fingerprint, tools=None, now=now
-        )
 
 
 @dataclass(frozen=True)
@@ -120,32 +83,31 @@ class DecisionRecorder(BackgroundWriter[DecisionWrite | UnmonitoredCall]):
         self.keep = keep
 
     def write(self, session: Session, writes: list[DecisionWrite | UnmonitoredCall]) -> None:
-        unmonitored = [write for write in writes if isinstance(write, UnmonitoredCall)]
-        if unmonitored:
-            record_unmonitored(session, unmonitored)
-        for write in writes:
-            if isinstance(write, UnmonitoredCall):
-                continue
-            if write.verdict is not None:
-                record_decision(
-                    session,
-                    server_id=write.server_id,
-                    tool=write.tool,
-                    verdict=write.verdict,
-                    session_id=write.session_id,
-                    client=write.client,
-                    now=write.at,
-                    keep=self.keep,
+        """A batch in a few statements whatever its size: the unmonitored names counted, the kept
+        decisions inserted at once, the sessions' beats upserted at once. A session that sends no
+        fingerprint is recorded as holding the current listing: the monitor has no evidence
+        otherwise, and a guess must not raise `session-stale`."""
+        record_unmonitored(session, [write for write in writes if isinstance(write, UnmonitoredCall)])
+        decided = [write for write in writes if isinstance(write, DecisionWrite)]
+        record_decisions(
+            session,
+            [
+                KeptDecision(
+                    write.server_id, write.tool, write.verdict, write.session_id, write.client, write.at
                 )
-            if write.session_id is not None and write.holding is not None:
-                beat(
-                    session,
-                    server=write.server,
-                    session_id=write.session_id,
-                    client=write.client,
-                    fingerprint=write.holding,
-                    now=write.at,
-                )
+                for write in decided
+                if write.verdict is not None
+            ],
+            keep=self.keep,
+        )
+        record_beats(
+            session,
+            [
+                Beat(write.server_id, write.session_id, write.client, write.holding, write.at)
+                for write in decided
+                if write.session_id is not None and write.holding is not None
+            ],
+        )
 
 
 def record_unmonitored(session: Session, calls: Sequence[UnmonitoredCall]) -> None:

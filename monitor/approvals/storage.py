@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Engine, delete, func, select
+from sqlalchemy import ColumnElement, Connection, Engine, delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from monitor.approvals.errors import Conflict, NotFound
@@ -257,36 +257,45 @@ def history(session: Session, server: Server, tool: str | None = None) -> list[A
     return records
 
 
-def record_decision(
-    session: Session,
-    *,
-    server_id: int,
-    tool: str,
-    verdict: Verdict,
-    session_id: str | None,
-    client: str | None,
-    now: datetime,
-    keep: int,
-) -> DecisionRecord:
-    """Keep a non-allow decision for review; the server keeps its newest `keep` (older ones go)."""
-    row = DecisionRecord(
-        server_id=server_id,
-        tool=tool,
-        decided_at=now,
-        decision=verdict.decision.value,
-        reason_code=verdict.reason_code,
-        reason=verdict.reason,
-        rule=verdict.rule,
-        severity=verdict.severity.value if verdict.severity else None,
-        approved_version=verdict.approved_version,
-        current_version=verdict.current_version,
-        stale_listing=verdict.stale_listing,
-        session_id=session_id,
-        client=client,
+@dataclass(frozen=True)
+class KeptDecision:
+    """A non-allow decision to keep for review."""
+
+    server_id: int
+    tool: str
+    verdict: Verdict
+    session_id: str | None
+    client: str | None
+    at: datetime
+
+
+def record_decisions(session: Session, decisions: Sequence[KeptDecision], *, keep: int) -> None:
+    """Keep non-allow decisions for review, in one statement; each of their servers keeps its newest
+    `keep` (older ones go)."""
+    if not decisions:
+        return
+    session.execute(
+        insert(DecisionRecord),
+        [
+            {
+                "server_id": kept.server_id,
+                "tool": kept.tool,
+                "decided_at": kept.at,
+                "decision": kept.verdict.decision.value,
+                "reason_code": kept.verdict.reason_code,
+                "reason": kept.verdict.reason,
+                "rule": kept.verdict.rule,
+                "severity": kept.verdict.severity.value if kept.verdict.severity else None,
+                "approved_version": kept.verdict.approved_version,
+                "current_version": kept.verdict.current_version,
+                "stale_listing": kept.verdict.stale_listing,
+                "session_id": kept.session_id,
+                "client": kept.client,
+            }
+            for kept in decisions
+        ],
     )
-    session.add(row)
-    session.flush()
-    if row.id % 50 == 0:  # trim now and then, not at every insert
+    for server_id in sorted({kept.server_id for kept in decisions}):
         cutoff = session.scalar(
             select(DecisionRecord.id)
             .where(DecisionRecord.server_id == server_id)
@@ -300,7 +309,6 @@ def record_decision(
                     DecisionRecord.server_id == server_id, DecisionRecord.id <= cutoff
                 )
             )
-    return row
 
 
 def recent_decisions(session: Session, server_id: int, limit: int = 20) -> list[DecisionLogRecord]:

@@ -137,6 +137,10 @@ class DecisionSettings(BaseModel):
     wait, at most `max_waiting` of them, each at most `max_wait` seconds for its turn, then it is
     answered without deciding: a hook's `stale_decision` (never allow), the
     API's 503 (`monitor.approvals.lane`)."""
+    fast_path: bool = True
+    """Answer host hooks and the decision API ahead of the app's routing, from the decision cache on
+    the event loop (`monitor.approvals.fastpath`, docs/approvals.md "The decision path"); off: through
+    the app's routes and the lane's threads, with the same answers at many times the CPU."""
     listen: str | None = None
     """`HOST:PORT` where `serve` also answers host hooks, the ToolHive PDP, the decision API,
     `/healthz` and `/metrics` from a process of its own, so that polling and pages never share its

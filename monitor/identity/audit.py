@@ -1,4 +1,5 @@
-"""Audit events written off the request path: refused attempts, and actions with no transaction.
+"""Audit events written off the request path: refused attempts, and actions with no transaction;
+and when each token was last used.
 
 A refused request (a wrong token, a role that does not allow it, a forged form) is answered at once;
 its audit event is written by a background writer, so a flood of them costs the database batched
@@ -16,7 +17,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from monitor.core.roles import Caller
-from monitor.identity.storage import record_event
+from monitor.identity.storage import record_event, record_token_use
 from monitor.store.background import BackgroundWriter
 
 
@@ -30,12 +31,26 @@ class Event:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-class AuditLog(BackgroundWriter[Event]):
+@dataclass(frozen=True)
+class TokenUse:
+    """A named token was used at `at` (`monitor.identity.known`)."""
+
+    name: str
+    at: datetime
+
+
+class AuditLog(BackgroundWriter[Event | TokenUse]):
     def __init__(self, sessions: sessionmaker[Session], *, max_pending: int = 10_000) -> None:
         super().__init__(sessions, name="audit-log", max_pending=max_pending)
 
-    def write(self, session: Session, items: list[Event]) -> None:
+    def token_used(self, name: str, at: datetime) -> None:
+        self.submit(TokenUse(name, at))
+
+    def write(self, session: Session, items: list[Event | TokenUse]) -> None:
         for item in items:
+            if isinstance(item, TokenUse):
+                record_token_use(session, item.name, item.at)
+                continue
             record_event(
                 session,
                 item.caller,

@@ -41,8 +41,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from monitor.config import AuthSettings
 from monitor.core.roles import CONFIG_NAME, Caller, Permission, Role, Via, refusal
 from monitor.identity.audit import AuditLog, Event
+from monitor.identity.known import KnownTokens
 from monitor.identity.signin import SESSION_COOKIE, Signer
-from monitor.identity.storage import named_caller, token_caller, tokens_exist
+from monitor.identity.storage import named_caller, tokens_exist
 
 log = logging.getLogger(__name__)
 BEARER_REQUIRED = "missing or wrong bearer token (Authorization: Bearer <token>)"
@@ -72,6 +73,8 @@ class Identity:
     log: AuditLog
     """Events written off the request path (refusals, polls now)."""
     clock: Callable[[], datetime]
+    tokens: KnownTokens
+    """Named tokens, kept in memory while none is created or revoked."""
     _open_until: float = 0.0
 
     def identify(self, connection: HTTPConnection, *, basic: bool = False, api: bool = False) -> Caller:
@@ -110,8 +113,7 @@ class Identity:
             secret.encode("utf-8", "surrogatepass"), self.token.encode("utf-8", "surrogatepass")
         ):
             return Caller(CONFIG_NAME, Role.ADMIN, Via.TOKEN, source)
-        with self.sessions.begin() as session:
-            found = token_caller(session, secret, self.clock(), source)
+        found = self.tokens.caller(secret, self.clock(), source)
         return found or Caller("an unknown token", None, Via.REFUSED, source)
 
     def _proxied(self, connection: HTTPConnection, person: str, source: str) -> Caller:

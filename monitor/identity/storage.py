@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,6 +21,7 @@ from monitor.core.roles import CONFIG_NAME, Caller, Role, Via
 from monitor.identity.records import AuditRecord, TokenRecord
 from monitor.store.access import ApiToken, AuditEvent, WebKey
 from monitor.store.db import insert
+from monitor.store.generations import tokens_changed
 from monitor.store.retention import Progress, count_rows, delete_in_batches
 
 SECRET_PREFIX = "dm_"  # noqa: S105 - a prefix, not a secret
@@ -54,6 +56,7 @@ def create_token(
     )
     session.add(row)
     session.flush()
+    tokens_changed(session)
     return TokenRecord.model_validate(row), secret
 
 
@@ -63,6 +66,7 @@ def revoke_token(session: Session, name: str, *, by: str, now: datetime) -> Toke
         raise TokenError(f"no token named {name!r}")
     if row.revoked_at is None:
         row.revoked_at, row.revoked_by = now, by
+        tokens_changed(session)
     return TokenRecord.model_validate(row)
 
 
@@ -84,6 +88,41 @@ def token_caller(session: Session, secret: str, now: datetime, source: str) -> C
     if row.last_used_at is None or now - row.last_used_at >= USE_RECORDED_EVERY:
         session.execute(update(ApiToken).where(ApiToken.name == row.name).values(last_used_at=now))
     return Caller(row.name, Role(row.role), Via.TOKEN, source)
+
+
+@dataclass(frozen=True)
+class TokenState:
+    """What identifying a named token's caller needs of its row (`monitor.identity.known`)."""
+
+    name: str
+    role: Role
+    expires_at: datetime | None
+    revoked: bool
+    last_used_at: datetime | None
+
+    def valid(self, now: datetime) -> bool:
+        return not self.revoked and (self.expires_at is None or self.expires_at > now)
+
+
+def token_state(session: Session, hashed: str) -> TokenState | None:
+    """The named token whose secret hashes to `hashed`, whatever its state (None: no such token)."""
+    row = session.execute(
+        select(
+            ApiToken.name, ApiToken.role, ApiToken.expires_at, ApiToken.revoked_at, ApiToken.last_used_at
+        ).where(ApiToken.secret_hash == hashed)
+    ).first()
+    if row is None:
+        return None
+    return TokenState(row.name, Role(row.role), row.expires_at, row.revoked_at is not None, row.last_used_at)
+
+
+def record_token_use(session: Session, name: str, at: datetime) -> None:
+    """When a token was last used (recorded at most every `USE_RECORDED_EVERY`), never moved back."""
+    session.execute(
+        update(ApiToken)
+        .where(ApiToken.name == name, (ApiToken.last_used_at.is_(None)) | (ApiToken.last_used_at < at))
+        .values(last_used_at=at)
+    )
 
 
 def named_caller(session: Session, name: str, now: datetime, source: str, via: Via) -> Caller | None:

@@ -133,6 +133,12 @@ def open_key(server_id: int, rule: str, tool: str | None, session_id: str | None
     return f"{server_id}/{rule}/{digest}"
 
 
+def open_keys(session: Session, rule: str) -> set[str]:
+    """The keys of every open alert of `rule`: a checker that goes over every session looks each one's
+    alert up only when it has one (one statement, instead of one per session)."""
+    return set(session.scalars(select(Alert.open_key).where(Alert.rule == rule, Alert.open_key.is_not(None))))
+
+
 def open_alert(session: Session, key: str) -> Alert | None:
     return session.scalar(select(Alert).where(Alert.open_key == key).with_for_update())
 

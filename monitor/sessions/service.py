@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import case, delete, func, select
 from sqlalchemy.orm import Session
 
 from monitor.core.clients import matching_view
@@ -26,6 +27,7 @@ from monitor.core.fingerprint import fingerprint as listing_fingerprint
 from monitor.core.listing import ListingError, validate_tools
 from monitor.core.rules import servers as rules
 from monitor.notify import alerts, lifecycle
+from monitor.store.db import insert
 from monitor.store.models import (
     ClientView,
     HostSession,
@@ -127,6 +129,57 @@ def heartbeat(
         host.fingerprint_since = now
     session.flush()
     return host
+
+
+@dataclass(frozen=True)
+class Beat:
+    """A host session seen through a decision: registered the first time, heart-beaten after."""
+
+    server_id: int
+    session_id: str
+    client: str | None
+    fingerprint: str
+    at: datetime
+
+
+def record_beats(session: Session, beats: Sequence[Beat]) -> None:
+    """Register or heart-beat many sessions with one statement (an upsert on the session's key), as
+    `register_session` and `heartbeat` would one by one: a new session starts now with its client; a
+    known one keeps its client and start, and its `fingerprint_since` unless the fingerprint changed.
+    The newest beat of a session counts (a statement may not touch one row twice)."""
+    newest: dict[tuple[int, str], Beat] = {}
+    for beat in sorted(beats, key=lambda b: b.at):
+        newest[beat.server_id, beat.session_id] = beat
+    if not newest:
+        return
+    statement = insert(session)(HostSession)
+    new = statement.excluded
+    upsert = statement.on_conflict_do_update(
+        index_elements=["server_id", "session_id"],
+        set_={
+            "last_heartbeat_at": new.last_heartbeat_at,
+            "fingerprint": new.fingerprint,
+            "fingerprint_since": case(
+                (HostSession.fingerprint == new.fingerprint, HostSession.fingerprint_since),
+                else_=new.fingerprint_since,
+            ),
+        },
+    )
+    session.execute(  # one statement, run for every session: compiled once, whatever the batch's size
+        upsert,
+        [
+            {
+                "server_id": beat.server_id,
+                "session_id": beat.session_id,
+                "client": beat.client,
+                "connected_at": beat.at,
+                "last_heartbeat_at": beat.at,
+                "fingerprint": beat.fingerprint,
+                "fingerprint_since": beat.at,
+            }
+            for beat in newest.values()
+        ],
+    )
 
 
 def close_session(
@@ -247,10 +300,21 @@ def _current(session: Session, server_id: int) -> tuple[Snapshot, str] | None:
     return (row[0], row[1]) if row else None
 
 
+def _with_servers(session: Session) -> list[tuple[HostSession, Server]]:
+    """Every host session with its server, each server read once (a server's row, JSON columns and
+    all, read again for each of thousands of sessions was most of a session check's time)."""
+    hosts = session.scalars(select(HostSession)).all()
+    servers = {
+        server.id: server
+        for server in session.scalars(select(Server).where(Server.id.in_({h.server_id for h in hosts})))
+    }
+    return [(host, servers[host.server_id]) for host in hosts if host.server_id in servers]
+
+
 def count_stale(session: Session, *, now: datetime, grace: timedelta) -> int:
     """How many sessions `list_sessions(stale_only=True)` would list (the overview's tile), by the
     same test: each session against its client view's listing, with the `ttlMs`-stretched grace."""
-    rows = session.execute(select(HostSession, Server).join(Server, Server.id == HostSession.server_id)).all()
+    rows = _with_servers(session)
     currents = Currents(session, grace)
     return sum(1 for host, server in rows if currents.is_stale(server, host, now))
 
@@ -260,7 +324,7 @@ def list_sessions(
 ) -> list[SessionRecord]:
     """Every reported session, stale ones first, then the oldest connection first."""
     views = []
-    rows = session.execute(select(HostSession, Server).join(Server, Server.id == HostSession.server_id)).all()
+    rows = _with_servers(session)
     currents = Currents(session, grace)
     for host, server in rows:
         current = currents.of(server, host)
@@ -358,8 +422,9 @@ def check_sessions(
         )
     if expired:
         session.execute(delete(HostSession).where(HostSession.id.in_([host.id for host, _ in expired])))
-    rows = session.execute(select(HostSession, Server).join(Server, Server.id == HostSession.server_id)).all()
+    rows = _with_servers(session)
     currents = Currents(session, grace)
+    stale_alerts = lifecycle.open_keys(session, "session-stale")
     for host, server in rows:
         current = currents.of(server, host)
         missed = (
@@ -370,7 +435,7 @@ def check_sessions(
         if missed != []:  # a list of what it missed, or None: a listing the monitor never saw
             stale = rules.session_stale(server.name, host.session_id, host.client, missed)
             policy.raise_standing(session, server, stale, session_id=host.session_id, now=now)
-        else:
+        elif lifecycle.open_key(server.id, "session-stale", None, host.session_id) in stale_alerts:
             policy.clear_standing(session, server.id, "session-stale", session_id=host.session_id, now=now)
         if now - host.connected_at > max_age:
             long_lived = rules.session_long_lived(server.name, host.session_id, host.connected_at, max_age)

@@ -27,3 +27,13 @@ def names_changed(session: Session) -> None:
     session.execute(
         update(DecisionNames).where(DecisionNames.id == 1).values(generation=DecisionNames.generation + 1)
     )
+
+
+def tokens_changed(session: Session) -> None:
+    """A named token was created or revoked in this transaction: every process reads the tokens it
+    keeps again at its next request that carries one."""
+    session.execute(
+        update(DecisionNames)
+        .where(DecisionNames.id == 1)
+        .values(tokens_generation=DecisionNames.tokens_generation + 1)
+    )

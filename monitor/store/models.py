@@ -425,12 +425,14 @@ class ClientView(Base):
 
 class DecisionNames(Base):
     """One row whose `generation` moves with every server registered or deleted and every alias
-    changed, so that each process's map of names to servers follows commit order."""
+    changed, so that each process's map of names to servers follows commit order; and whose
+    `tokens_generation` moves with every named token created or revoked, for its map of tokens."""
 
     __tablename__ = "decision_names"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     generation: Mapped[int] = mapped_column(BigInteger)
+    tokens_generation: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
 
 
 class Installation(Base):

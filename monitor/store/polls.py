@@ -43,6 +43,7 @@ from monitor.store.polled import (
     seen_again,
     succeeded,
 )
+from monitor.store.statereads import StateReads
 from monitor.store.views import View, ViewComparison, not_recorded_last, not_yet_found, record_views
 
 
@@ -66,6 +67,8 @@ class Store:
     ) -> None:
         self.engine = engine
         self.sessions = sessionmaker(engine, expire_on_commit=False)
+        self.reads = StateReads(engine)
+        """The statements every decision runs, on connections kept for them."""
         self.attempts_kept = attempts_kept
         self.unreachable_after = unreachable_after
         self.flapping_returns, self.flapping_window = flapping_returns, flapping_window

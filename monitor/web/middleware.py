@@ -5,7 +5,7 @@ allowed to call at all).
 
 from __future__ import annotations
 
-from starlette.datastructures import Headers, MutableHeaders
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -29,6 +29,12 @@ SECURITY_HEADERS = (
 )
 
 
+_RAW_HEADERS = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in SECURITY_HEADERS]
+_SET = frozenset(name for name, _ in _RAW_HEADERS)
+_STATIC_CACHE = (b"cache-control", b"public, max-age=3600")
+_NO_STORE = (b"cache-control", b"no-store")
+
+
 class SecurityHeaders:
     """Adds the CSP and friends to every response, error pages and static files included."""
 
@@ -43,11 +49,10 @@ class SecurityHeaders:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                for name, value in SECURITY_HEADERS:
-                    headers[name] = value
-                if "cache-control" not in headers:
-                    headers["cache-control"] = "public, max-age=3600" if static else "no-store"
+                given = [(name, value) for name, value in message.get("headers", ()) if name not in _SET]
+                cached = any(name == b"cache-control" for name, _ in given)
+                cache = [] if cached else [_STATIC_CACHE if static else _NO_STORE]
+                message["headers"] = [*given, *_RAW_HEADERS, *cache]
             await send(message)
 
         await self.app(scope, receive, send_with_headers)

@@ -1,0 +1,173 @@
+"""The statements every decision runs, at the cost of the database driver alone.
+
+A decision answers from a per-process cache (`monitor.approvals.cache`) and reads, every time, only
+what the cache cannot know: the counters that say whether it is still current
+(`monitor.store.generations`) and what every poll changes (when the server was last verified). Built
+with SQLAlchemy and run through its `Session`, that one indexed read cost more CPU than everything
+else a decision does (building the statement's cache key, an execution context, a result object), so
+these statements are compiled once and run on DBAPI connections kept for them: a few microseconds on
+SQLite, one round trip on PostgreSQL (in autocommit, so no transaction stays open between decisions).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from sqlalchemy import Engine, bindparam, select
+from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.orm import Session
+from sqlalchemy.pool import PoolProxiedConnection
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
+
+from monitor.store.models import DecisionNames, Server
+
+KEPT = 4
+"""Connections kept between reads (as many as read at once, usually: the event loop and the decision
+lane's threads); one borrowed beyond them goes back to the engine's pool after its read."""
+
+
+class Generations(NamedTuple):
+    """The counters of what every process caches for decisions: the server names, the named tokens."""
+
+    names: int
+    tokens: int
+
+
+class ServerRow(NamedTuple):
+    """What a decision reads of a server's row every time (`monitor.approvals.cache.ServerState`)."""
+
+    server_id: int
+    generation: int
+    last_verified: datetime | None
+    last_polled: datetime | None
+    unverifiable_reason: str | None
+    interval_seconds: float | None
+
+
+class Prepared:
+    """A statement compiled once for the engine's dialect, with its parameters in the driver's form."""
+
+    def __init__(self, engine: Engine, statement: ClauseElement) -> None:
+        compiled = statement.compile(dialect=engine.dialect)
+        assert isinstance(compiled, SQLCompiler), "a statement compiles to SQL"
+        self.sql = compiled.string
+        order, fixed = compiled.positiontup or [], compiled.params  # the statement's literals, bound
+
+        def positional(given: dict[str, Any]) -> Any:
+            return tuple(given[key] if key in given else fixed[key] for key in order)
+
+        def named(given: dict[str, Any]) -> Any:
+            return {**fixed, **given}
+
+        self.arguments: Callable[[dict[str, Any]], Any] = positional if compiled.positional else named
+
+
+def utc(value: datetime | str | None) -> datetime | None:
+    """A timestamp as the driver hands it back, made the aware UTC datetime `UTCDateTime` gives:
+    SQLite keeps text (`YYYY-MM-DD HH:MM:SS.ffffff`, in UTC), PostgreSQL an aware datetime."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return _parsed(value)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str) -> datetime:
+    """A server's times change only when it is polled, and are read at every decision about it."""
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+class StateReads:
+    """The per-decision statements of one engine, on connections kept for them (thread-safe)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.postgresql = engine.dialect.name == "postgresql"
+        generations = select(DecisionNames.generation, DecisionNames.tokens_generation)
+        self._generations = Prepared(engine, generations.where(DecisionNames.id == 1))
+        self._server = Prepared(
+            engine,
+            select(
+                DecisionNames.generation,
+                DecisionNames.tokens_generation,
+                Server.id,
+                Server.decision_generation,
+                Server.last_success_at,
+                Server.last_poll_at,
+                Server.unverifiable_reason,
+                Server.interval_seconds,
+            )
+            .select_from(DecisionNames)
+            .outerjoin(Server, Server.name == bindparam("name"))
+            .where(DecisionNames.id == 1),
+        )
+        self._lock = threading.Lock()
+        self._idle: list[PoolProxiedConnection] = []
+
+    def generations(self, session: Session | None = None) -> Generations:
+        row = self._one(self._generations, {}, session)
+        return Generations(int(row[0]), int(row[1]))
+
+    def server(self, name: str, session: Session | None = None) -> tuple[Generations, ServerRow | None]:
+        """The counters, and the row of the server named `name` (None: no such server). Read in
+        `session` when one is given: a request that holds a connection must not wait for a second
+        (under load every pooled connection can be held by a request waiting for another)."""
+        row = self._one(self._server, {"name": name}, session)
+        generations = Generations(int(row[0]), int(row[1]))
+        if row[2] is None:
+            return generations, None
+        interval = None if row[7] is None else float(row[7])
+        return generations, ServerRow(int(row[2]), int(row[3]), utc(row[4]), utc(row[5]), row[6], interval)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            self._release(connection)
+
+    def _one(self, prepared: Prepared, given: dict[str, Any], session: Session | None) -> Any:
+        arguments = prepared.arguments(given)
+        if session is not None:
+            return session.connection().exec_driver_sql(prepared.sql, arguments).one()
+        kept = self._borrow()
+        try:  # sqlite3's and psycopg's connections both run `execute`; all rows: the statement ends
+            rows = _driver(kept).execute(prepared.sql, arguments).fetchall()
+        except BaseException:
+            kept.invalidate()  # the next read gets a new connection
+            raise
+        self._give_back(kept)
+        return rows[0]
+
+    def _borrow(self) -> PoolProxiedConnection:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        kept = self.engine.raw_connection()
+        if self.postgresql:
+            _driver(kept).autocommit = True
+        return kept
+
+    def _give_back(self, kept: PoolProxiedConnection) -> None:
+        with self._lock:
+            if len(self._idle) < KEPT:
+                self._idle.append(kept)
+                return
+        self._release(kept)
+
+    def _release(self, connection: PoolProxiedConnection) -> None:
+        """Back to the pool as the pool lends it: not in autocommit."""
+        if self.postgresql and connection.is_valid:
+            _driver(connection).autocommit = False
+        connection.close()
+
+
+def _driver(connection: PoolProxiedConnection) -> DBAPIConnection:
+    driver = connection.driver_connection
+    assert driver is not None, "a connection the pool just lent"
+    return driver  # type: ignore[no-any-return]
