@@ -1,6 +1,6 @@
-"""OpenTelemetry spans of polls (monitor/tracing.py): real polls of real servers on every transport,
-read from the SDK's in-memory exporter; and a real OTLP/HTTP export from `drift-monitor poll`, which
-with no endpoint configured sets nothing up at all."""
+"""OpenTelemetry spans of polls and decisions (monitor/tracing.py): real polls of real servers on every
+transport and real decisions, read from the SDK's in-memory exporter; and a real OTLP/HTTP export from
+`drift-monitor poll`, which with no endpoint configured sets nothing up at all."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 from contextlib import ExitStack
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -15,6 +16,8 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.trace import SpanKind, StatusCode
 from support import Receiver, cli, http_server, migrate_config, numbered_tools, refused_url, server_command
+from support.gate import READ_ONLY_LOOKUP, WRITING_LOOKUP, gate_for
+from support.gate import http_server as configured_http_server
 from support.tracing import (
     attributes_of,
     children,
@@ -173,6 +176,35 @@ async def test_a_failed_poll_and_its_failed_message_say_why_and_keep_secrets_out
     attributes = attributes_of(initialize)
     assert initialize.name == "initialize" and initialize.status.status_code == StatusCode.ERROR
     assert attributes["error.type"] and "rpc.response.status_code" not in attributes
+
+
+def test_a_decision_is_one_span_with_its_answer_its_reasons_and_who_asked(store: Store) -> None:
+    """A tool that lost its read-only hint, asked about by Claude Code's hook and by the decision API:
+    each decision is one span of its own (a root: nothing traced the request), with the answer and
+    reasons the caller got, the server, the tool and the host adapter that asked."""
+    for gate in gate_for(store, [configured_http_server("demo")]):
+        gate.poll("demo", [READ_ONLY_LOOKUP])
+        gate.clock[0] += timedelta(seconds=1)
+        gate.poll("demo", [WRITING_LOOKUP])
+        with recorded_spans() as exporter:
+            hooked = gate.hook("mcp__demo__lookup")["hookSpecificOutput"]
+            after_hook = exporter.get_finished_spans()
+            answered = gate.decide("demo", "lookup")
+            spans = exporter.get_finished_spans()
+
+    assert hooked["permissionDecision"] == "deny" and answered["decision"] == "deny"
+    assert [span.name for span in after_hook] == ["decide lookup"]
+    assert [span.name for span in spans] == ["decide lookup", "decide lookup"]
+    for span, host in zip(spans, ["claude-code", None], strict=True):
+        attributes = attributes_of(span)
+        assert span.kind == SpanKind.INTERNAL and span.parent is None
+        assert attributes["drift_monitor.decision"] == "deny"
+        assert list(attributes["drift_monitor.decision.reasons"]) == answered["reasons"]
+        assert attributes["drift_monitor.decision.reason"] == answered["reason"]
+        assert attributes["drift_monitor.server.name"] == "demo"
+        assert attributes["gen_ai.tool.name"] == "lookup"
+        assert attributes.get("drift_monitor.decision.host") == host
+    assert answered["reasons"] == ["changed-since-approval"]
 
 
 def test_the_service_name_is_the_configured_one_unless_the_environment_names_one(
