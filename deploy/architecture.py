@@ -33,7 +33,7 @@ SLICES = ("alerts", "approvals", "health", "history", "servers", "sessions", "si
 them and may use one another in one direction; only the composition roots above use them all."""
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("core", "reporter"),
-    ("fingerprint", "metrics", "sinks"),
+    ("fingerprint", "metrics", "sinks", "tracing"),
     ("config",),
     ("store",),
     ("collect", "identity", "notify"),
@@ -47,7 +47,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 - `core`: the pure domain (no I/O); `reporter`: a standalone client for hosts;
 - `fingerprint` (the public import path of the fingerprint), `metrics` (this process's counters),
-  `sinks` (each alert receiver's settings, body and re-post rule);
+  `sinks` (each alert receiver's settings, body and re-post rule), `tracing` (this process's
+  OpenTelemetry spans, when configured);
 - `config`: settings, validated through the models the packages below declare;
 - `store`: every table, the poll transaction, the read queries;
 - `collect` (polling), `identity` (who is calling), `notify` (the one path from a finding to an

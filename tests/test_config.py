@@ -95,6 +95,11 @@ def test_defaults_without_a_file(monkeypatch: pytest.MonkeyPatch) -> None:
             "webhooks[0] ('p'): routing_key_env: Field required",
         ),
         ('[aliases]\ngithub = ["gh", "not a name"]\n', "[aliases] github.1: String should match pattern"),
+        ('[tracing]\notlp_endpoints = "http://127.0.0.1:4318"\n', "[tracing] otlp_endpoints: unknown key"),
+        (
+            '[tracing]\notlp_endpoint = "collector:4318"\n',
+            "[tracing] otlp_endpoint: not an http:// or https:// URL",
+        ),
     ],
 )
 def test_bad_config_names_file_server_and_field(tmp_path: Path, text: str, expected: str) -> None:
@@ -105,6 +110,14 @@ def test_bad_config_names_file_server_and_field(tmp_path: Path, text: str, expec
     assert str(caught.value).startswith(f"{path}: ")
     assert expected in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_tracing_section(tmp_path: Path) -> None:
+    """`[tracing]` (docs/running.md, "Tracing"): off without an endpoint, the service named drift-monitor."""
+    assert load_config(write(tmp_path, "")).tracing.otlp_endpoint is None
+    path = write(tmp_path, '[tracing]\notlp_endpoint = "http://127.0.0.1:4318"\nservice_name = "dm-eu"\n')
+    settings = load_config(path).tracing
+    assert (settings.otlp_endpoint, settings.service_name) == ("http://127.0.0.1:4318", "dm-eu")
 
 
 def test_missing_variable_is_named_without_leaking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, Metric
 from sqlalchemy.orm import Session
 
+from monitor import tracing
 from monitor.approvals.cache import INLINE, MAX_KEPT, DecisionView, Lookup, NotReady, ServerState, ServerView
 from monitor.approvals.names import Normalise, ServerNames, exact_name, tool_candidates
 from monitor.approvals.policy import Verdict, Verification, verified
@@ -341,6 +342,7 @@ class DecisionPoint:
     ) -> None:
         view, verdict = answer.server, answer.verdict
         self.counts.add(verdict)
+        tracing.decided(view.name, answer.tool, verdict, client)  # a span, when tracing is on
         holding = fingerprint or view.current_fingerprint
         beat_due = (
             session_id is not None and holding is not None and self.beats.due(view.name, session_id, holding)

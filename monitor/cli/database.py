@@ -79,6 +79,7 @@ def _run_migrate(args: argparse.Namespace) -> int:
 
 
 def _run_poll(args: argparse.Namespace) -> int:
+    from monitor import tracing
     from monitor.collect.poller import Poller
     from monitor.store import queries
 
@@ -92,7 +93,8 @@ def _run_poll(args: argparse.Namespace) -> int:
         if not jobs and not poller.skipped:
             raise CommandError(f"{config.source}: no servers configured or registered")
         progress = Progress(len(jobs), sys.stderr)
-        outcomes = asyncio.run(poller.poll(jobs, on_outcome=progress.step))
+        with tracing.exporting(config.tracing.otlp_endpoint, config.tracing.service_name):
+            outcomes = asyncio.run(poller.poll(jobs, on_outcome=progress.step))
         progress.done()
         with store.sessions() as session:
             unresolved = queries.unresolved_alerts(session, [job.server_id for job in jobs])

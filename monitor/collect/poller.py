@@ -22,6 +22,7 @@ from typing import Any, ParamSpec
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
+from monitor import tracing
 from monitor.collect.client import FetchedListing, Limits, PollError, Target, fetch_listing
 from monitor.collect.client.clients import HttpClients
 from monitor.collect.guard import guard_listing, refusal_message
@@ -132,9 +133,12 @@ class Poller:
         return list(await asyncio.gather(*(one(job) for job in jobs)))
 
     async def poll_one(self, job: Job) -> PollOutcome:
-        """Poll and record one server; counted and, when it matters, logged (`observe_poll`)."""
+        """Poll and record one server; counted and, when it matters, logged (`observe_poll`); a span
+        when tracing is on, its MCP messages spans under it (`monitor.tracing`)."""
         clock = time.perf_counter()
-        outcome = await self._poll_and_record(job, clock)
+        with tracing.poll(job.target.name, job.target.transport, job.target.url) as traced:
+            outcome = await self._poll_and_record(job, clock)
+            traced.outcome(outcome)
         observe_poll(outcome, time.perf_counter() - clock)
         return outcome
 

@@ -2,7 +2,7 @@
 
 The file is validated as a whole against pydantic models, so an unknown section or key, or a bad
 value, is one line naming the file, the entry and the key (`monitor.config.errors`). The sections'
-models are in this package: `[monitor]`, `[decisions]` and `[auth]` in `settings`, `[[servers]]`
+models are in this package: `[monitor]`, `[decisions]`, `[auth]` and `[tracing]` in `settings`, `[[servers]]`
 in `servers`; `[[webhooks]]` entries are each sink's own settings (`monitor.sinks.WebhookEntry`).
 Environment variables win over the file's `[monitor]`, so a deployment can override what a shared
 file says.
@@ -20,7 +20,7 @@ from monitor.config.durations import Duration, DurationOrOff, parse_duration
 from monitor.config.errors import ConfigError, explain
 from monitor.config.imports import import_mcp_servers
 from monitor.config.servers import SERVER_NAME_PATTERN, ServerConfig, Transport
-from monitor.config.settings import AuthSettings, DecisionSettings, MonitorSettings
+from monitor.config.settings import AuthSettings, DecisionSettings, MonitorSettings, TracingSettings
 from monitor.sinks import WebhookEntry
 
 ServerName = Annotated[str, StringConstraints(pattern=SERVER_NAME_PATTERN, max_length=200)]
@@ -35,6 +35,7 @@ class Sections(BaseModel):
     webhooks: list[WebhookEntry] = Field(default_factory=list)
     decisions: DecisionSettings = Field(default_factory=DecisionSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
     aliases: dict[str, list[ServerName]] = Field(default_factory=dict)
     """`[aliases]`: other names hosts know servers by, for any server (imported or registered over the
     API as well as `[[servers]]`), by the server's name."""
@@ -101,6 +102,7 @@ def load_config(path: str | Path | None) -> Config:
         webhooks=sections.webhooks,
         decisions=sections.decisions,
         auth=sections.auth,
+        tracing=sections.tracing,
         aliases=sections.aliases,
         source=source,
         skipped=skipped,
@@ -141,6 +143,7 @@ __all__ = [
     "DurationOrOff",
     "MonitorSettings",
     "ServerConfig",
+    "TracingSettings",
     "Transport",
     "load_config",
     "parse_duration",

@@ -11,7 +11,7 @@ from pydantic_core import ErrorDetails
 
 ENTRY_ARRAYS = frozenset({"servers", "webhooks"})
 """The arrays of tables (`[[servers]]`, `[[webhooks]]`), whose entries are named by their `name`."""
-SECTIONS = ("monitor", "servers", "webhooks", "decisions", "aliases", "auth")
+SECTIONS = ("monitor", "servers", "webhooks", "decisions", "aliases", "auth", "tracing")
 
 
 class ConfigError(ValueError):

@@ -1,4 +1,5 @@
-"""`[monitor]`, `[decisions]` and `[auth]`: how the service runs, answers hosts and signs people in.
+"""`[monitor]`, `[decisions]`, `[auth]` and `[tracing]`: how the service runs, answers hosts, signs people
+in and shows its work to tracing systems.
 
 `[monitor]` is pydantic-settings: each field can be overridden by `DRIFT_MONITOR_<FIELD>`, and
 environment variables win over the file, so a deployment can override what a shared file says.
@@ -193,3 +194,27 @@ class AuthSettings(BaseModel):
             except ValueError:
                 raise ValueError(f"trusted_proxies: {network!r} is not an address or CIDR network") from None
         return self
+
+
+class TracingSettings(BaseModel):
+    """`[tracing]`: OpenTelemetry spans of polls and decisions, sent over OTLP/HTTP (docs/running.md,
+    "Tracing"; the `tracing` extra). The OpenTelemetry SDK's own variables win over these, as the
+    environment wins over the file everywhere: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
+    `OTEL_EXPORTER_OTLP_ENDPOINT` over `otlp_endpoint`, `OTEL_SERVICE_NAME` over `service_name`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    otlp_endpoint: str | None = None
+    """The collector's OTLP/HTTP base URL (e.g. `http://collector:4318`; spans go to its `/v1/traces`).
+    Unset, and no endpoint in the environment: no tracing at all."""
+    service_name: str = Field(default="drift-monitor", min_length=1, max_length=200)
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _endpoint(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        scheme, separator, rest = url.partition("://")
+        if not separator or scheme not in ("http", "https") or not rest.strip("/"):
+            raise ValueError("not an http:// or https:// URL (for example http://127.0.0.1:4318)")
+        return url

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import uvicorn
 
+from monitor import tracing
 from monitor.app import create_app
 from monitor.approvals.gateway import GatewayAdapter, GatewayServer
 from monitor.approvals.point import DecisionPoint
@@ -46,7 +47,20 @@ async def serve(
 ) -> None:
     """Run until SIGTERM or SIGINT, then stop claiming polls, finish or abandon them, and exit.
 
-    `log_setup` sets up the decision processes' logging as this process's was (it must pickle)."""
+    `log_setup` sets up the decision processes' logging as this process's was (it must pickle).
+    Spans go to the `[tracing]` endpoint while it runs, if one is configured (`monitor.tracing`)."""
+    with tracing.exporting(config.tracing.otlp_endpoint, config.tracing.service_name):
+        await _serve(config, host, port, ready=ready, log_setup=log_setup)
+
+
+async def _serve(
+    config: Config,
+    host: str,
+    port: int,
+    *,
+    ready: Callable[[str], None] | None,
+    log_setup: Callable[[], None] | None,
+) -> None:
     lock = lock_sqlite(config.monitor.database_url)
     engine = make_engine(config.monitor.database_url)
     gateway: GatewayServer | None = None

@@ -36,6 +36,7 @@ import uvicorn
 from fastapi import FastAPI
 from prometheus_client.core import Metric
 
+from monitor import tracing
 from monitor.app import create_app
 from monitor.collect.poller import Poller
 from monitor.config import Config, ConfigError
@@ -175,7 +176,8 @@ def answer_decisions(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if log_setup is not None:
         log_setup()
-    asyncio.run(_serve(config, listener, report))
+    with tracing.exporting(config.tracing.otlp_endpoint, config.tracing.service_name):
+        asyncio.run(_serve(config, listener, report))
 
 
 async def _serve(config: Config, listener: socket.socket, report: Connection) -> None:

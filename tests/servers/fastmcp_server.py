@@ -11,6 +11,7 @@ transports stay the SDK's.
         [--vary-by-client sampling|cloak|cloak-agent] [--sampling-tools FILE] [--record-clients FILE]
         [--ttl-ms N] [--straddle N] [--volatile-meta]
         [--deploy-after-page K --deploys N] [--stale-cursor N] [--instructions FILE]
+        [--record-meta FILE]
 
 TOOLS.json holds a JSON array of tool objects. `--list-changed advertise` claims
 `tools.listChanged` but never notifies; `notify` also sends `notifications/tools/list_changed`
@@ -36,7 +37,8 @@ the clientInfo name and the request's HTTP headers. `--sampling-tools FILE` list
 second file (re-read on every call) after the others, to clients that declare sampling only.
 `--instructions FILE` gives hosts the file's text as the server's instructions (read at start).
 `--volatile-meta` stamps every tool of every page with `_meta.requestId`, a number that grows with
-each `tools/list` request, as servers that put request ids there do.
+each `tools/list` request, as servers that put request ids there do. `--record-meta FILE` appends
+one JSON line per request: its method and the `params._meta` it came with (trace context too).
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ class ToolsFromFile:
         """Deploys so far: tools past the first page say `deploy <deployed>` once there has been one."""
         self.stale_cursors = 0
         self.volatile_meta = False
+        self.record_meta: Path | None = None
         self.requests = 0
         self.path = path
         self.fixed: list[dict[str, Any]] | None = None
@@ -101,6 +104,9 @@ class ToolsFromFile:
         """One session per handshake connection: its standalone channel outlives the request."""
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if self.record_meta is not None:
+            with self.record_meta.open("a", encoding="utf-8") as seen:
+                seen.write(json.dumps({"method": ctx.method, "meta": dict(ctx.meta or {})}) + "\n")
         if ctx.method == "tools/list" and ctx.request_id is not None:
             return self.page(ctx)
         if ctx.method == "subscriptions/listen" and self.listen is not None:
@@ -191,6 +197,7 @@ def build(args: argparse.Namespace) -> MCPServer[Any]:
     tools.stale_cursors = args.stale_cursor
     tools.record_clients = Path(args.record_clients) if args.record_clients else None
     tools.volatile_meta = args.volatile_meta
+    tools.record_meta = Path(args.record_meta) if args.record_meta else None
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
@@ -258,6 +265,7 @@ def main() -> None:
     parser.add_argument("--deploys", type=int, default=0, help="how many deploys --deploy-after-page makes")
     parser.add_argument("--stale-cursor", type=int, default=0, help="requests with a cursor answered -32602")
     parser.add_argument("--instructions", default=None, help="a file of the server's instructions to hosts")
+    parser.add_argument("--record-meta", default=None, help="append each request's method and _meta")
     args = parser.parse_args()
     server = build(args)
     if args.transport == "stdio":

@@ -57,6 +57,7 @@ class Request:
     status: int | None
     """What the receiver answered; None when it hung up without answering."""
     headers: dict[str, str] = field(default_factory=dict)
+    path: str = ""
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,7 @@ class Receiver:
             verified=verified,
             status=None if reply.hang else reply.status,
             headers={key.lower(): value for key, value in handler.headers.items()},
+            path=handler.path,
         )
         with self._changed:
             self.requests.append(request)

@@ -185,10 +185,15 @@ class Attempt:
         message = error.message
         if self.target.transport == "stdio" and (tail := self.stderr.text()):
             message = f"{message}; stderr: {tail}"
-        message = _visible(message)
-        for secret in self.target.secret_values():
-            message = message.replace(secret, "[redacted]")
-        return PollError(error.kind, message)
+        return PollError(error.kind, scrubbed(message, self.target))
+
+
+def scrubbed(text: str, target: Target) -> str:
+    """`text` (a server's, or about one) as one visible line with the target's secrets redacted."""
+    text = _visible(text)
+    for secret in target.secret_values():
+        text = text.replace(secret, "[redacted]")
+    return text
 
 
 def stream_error(error: Exception) -> PollError:

@@ -28,6 +28,7 @@ from mcp.client import ClientSession, IncomingMessage, Transport
 from mcp.client._transport import ReadStream
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import MCP_SESSION_ID
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types.version import (
@@ -61,10 +62,12 @@ from monitor.collect.client.negotiation import ProfileSession
 from monitor.collect.client.pages import Paging, Raw
 from monitor.collect.client.stdio import ResultsSeen, server_group, stop_server_group
 from monitor.collect.client.target import Era, FetchedListing, Limits, Listed, PollError, Target
+from monitor.collect.client.traced import TracedSession, TracedWrites, session_tracing
 from monitor.collect.client.transport import PollDispatcher, poll_dispatcher
 from monitor.core.hosts import HostPolicy
 from monitor.core.listing import offers_tools
 from monitor.core.states import PollErrorKind, ServerOrigin
+from monitor.tracing import McpClient
 
 _SSE_ONLY = ("HTTP 400 ", "HTTP 404 ", "HTTP 405 ")
 """How an SSE-only server (the 2024-11-05 transport) answers a Streamable HTTP POST."""
@@ -132,6 +135,8 @@ class Poll(Paging):
         self.last_result = None
         self.invalid = []
         self.large_turn: asyncio.Semaphore | None = None
+        self.traced: McpClient | None = None
+        """This attempt's session in its poll's trace (`monitor.tracing`); None when not traced."""
 
     async def run(self) -> FetchedListing:
         failure: Exception | None = None
@@ -188,11 +193,20 @@ class Poll(Paging):
             "client_info": types.Implementation(name=profile.name, version=profile.version),
             "capabilities": profile.capabilities,
         }
+        self.traced = traced = session_tracing(target)
         if target.transport == "http" and not self.notifications:
             dispatcher = await stack.enter_async_context(self._dispatcher(stack))
-            return await stack.enter_async_context(ProfileSession(dispatcher=dispatcher, **identity))
+            return await stack.enter_async_context(self._session(dispatcher=dispatcher, **identity))
         read, write = await stack.enter_async_context(await self._open(stack))
-        return await stack.enter_async_context(ProfileSession(self._reader(read), write, **identity))
+        if traced is not None:
+            write = TracedWrites(write)
+        return await stack.enter_async_context(self._session(self._reader(read), write, **identity))
+
+    def _session(self, *args: Any, **kwargs: Any) -> ProfileSession:
+        """The session, its messages traced when this attempt is (`monitor.collect.client.traced`)."""
+        if self.traced is None:
+            return ProfileSession(*args, **kwargs)
+        return TracedSession(self.traced, *args, **kwargs)
 
     def _dispatcher(self, stack: AsyncExitStack) -> AbstractAsyncContextManager[PollDispatcher]:
         """A one-shot Streamable HTTP poll: its POSTs on the server's kept client, or on one of its own."""
@@ -277,6 +291,8 @@ class Poll(Paging):
         return {"response": [self._on_response]}
 
     async def _on_response(self, response: httpx2.Response) -> None:
+        if self.traced is not None:
+            self.traced.http_answer(response.http_version, response.headers.get(MCP_SESSION_ID))
         if response.request.method == "POST":
             self.http_status = status_line(response) if response.status_code >= 400 else None
             if media_type(response) != "text/event-stream":  # SSE is bounded per event by max_sse_event_size

@@ -59,6 +59,7 @@ from mcp_types import (
     RequestId,
 )
 
+from monitor import tracing
 from monitor.collect.client import schema
 
 log = logging.getLogger("drift_monitor.poll")
@@ -262,6 +263,7 @@ class PollDispatcher:
         opts = opts or {}
         self._next_id += 1
         request_id: RequestId = self._next_id
+        params = tracing.outgoing(params, request_id)  # the trace context in `_meta`, as the SDK's does
         message = (
             JSONRPCRequest(jsonrpc="2.0", id=request_id, method=method, params=dict(params))
             if params
@@ -290,6 +292,7 @@ class PollDispatcher:
     async def notify(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
     ) -> None:
+        params = tracing.outgoing(params, None)
         message = (
             JSONRPCNotification(jsonrpc="2.0", method=method, params=dict(params))
             if params
