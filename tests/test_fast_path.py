@@ -5,6 +5,7 @@ revoked anywhere is refused at the next call."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -190,3 +191,27 @@ def test_a_token_revoked_by_another_instance_is_refused_at_the_next_call(gates: 
         assert status == 401
     finally:
         other.engine.dispose()
+
+
+def test_a_database_that_fails_mid_call_gets_a_deny_never_an_error(gates: tuple[Gate, Gate]) -> None:
+    """A host runs the call when its hook errs: with the tables a decision reads gone, every hook
+    gets its host's deny from both paths, and the decision API the app's 500 (the routes' crash
+    handler's body; the test client raises the routes' error instead of showing it)."""
+    fast, full = gates
+    for gate in gates:
+        assert gate.hook("mcp__approved__lookup") == {}  # views and tokens warm: the failure comes later
+    with fast.store.engine.begin() as connection:
+        connection.exec_driver_sql("ALTER TABLE decision_names RENAME TO decision_names_gone")
+    try:
+        for path, body in requests("approved", "lookup"):
+            got = answered(fast.client, path, body)
+            if path == "/api/v1/decisions":
+                assert got == (500, {"detail": "internal error"})
+                continue
+            assert got == answered(full.client, path, body), path
+            assert got[0] == 200
+            said = json.dumps(got[1])
+            assert '"deny"' in said or '"allow": false' in said, (path, got)
+    finally:
+        with fast.store.engine.begin() as connection:
+            connection.exec_driver_sql("ALTER TABLE decision_names_gone RENAME TO decision_names")

@@ -87,7 +87,16 @@ class DecisionFastPath:
 
     async def _hook(self, adapter: HostAdapter, scope: Scope, receive: Receive, send: Send) -> None:
         """As `monitor.approvals.hooks` answers it: 200 whatever happens, a caller that may not ask
-        and a failure while deciding each answered as the host's deny."""
+        and a failure anywhere (identifying, reading, deciding) each answered as the host's deny:
+        a host runs the call when its hook fails."""
+        try:
+            result = await self._hook_answer(adapter, scope, receive)
+        except Exception:
+            log.exception("a %s hook decision failed: answered deny", adapter.host)
+            result = adapter.answer(self.point, "the monitor failed while deciding (see its log)")
+        await _json(send, 200, result.model_dump(exclude_none=True))
+
+    async def _hook_answer(self, adapter: HostAdapter, scope: Scope, receive: Receive) -> BaseModel:
         headers = _headers(scope)
         caller = self._caller(scope, headers, basic=adapter.basic_auth)
         refused = decide_refusal(self.identity, caller, f"POST {scope['path']}")
@@ -96,15 +105,9 @@ class DecisionFastPath:
             hook = refused
         else:
             body, complete = await _body(receive, headers, self.limit)
-            hook = (
-                read_body(body) if complete else f"the hook input is larger than the {self.limit}-byte limit"
-            )
-        try:
-            result: BaseModel = await self._decided(adapter.answer, self.point, hook)
-        except Exception:
-            log.exception("a %s hook decision failed: answered deny", adapter.host)
-            result = adapter.answer(self.point, "the monitor failed while deciding (see its log)")
-        await _json(send, 200, result.model_dump(exclude_none=True))
+            oversized = f"the hook input is larger than the {self.limit}-byte limit"
+            hook = read_body(body) if complete else oversized
+        return await self._decided(adapter.answer, self.point, hook)
 
     async def _decision(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(scope)

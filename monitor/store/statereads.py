@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Engine, bindparam, select
 from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql import ClauseElement
@@ -29,6 +30,11 @@ from monitor.store.models import DecisionNames, Server
 KEPT = 4
 """Connections kept between reads (as many as read at once, usually: the event loop and the decision
 lane's threads); one borrowed beyond them goes back to the engine's pool after its read."""
+
+
+STATEMENT_TIMEOUT_MS = 2000
+"""On PostgreSQL, a read that takes longer fails (and the decision fails closed) instead of holding up
+the event loop that answers decisions."""
 
 
 class Generations(NamedTuple):
@@ -109,6 +115,7 @@ class StateReads:
         )
         self._lock = threading.Lock()
         self._idle: list[PoolProxiedConnection] = []
+        self._driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
 
     def generations(self, session: Session | None = None) -> Generations:
         row = self._one(self._generations, {}, session)
@@ -138,8 +145,11 @@ class StateReads:
         kept = self._borrow()
         try:  # sqlite3's and psycopg's connections both run `execute`; all rows: the statement ends
             rows = _driver(kept).execute(prepared.sql, arguments).fetchall()
-        except BaseException:
+        except self._driver_error as exc:  # as SQLAlchemy raises it, which callers handle
             kept.invalidate()  # the next read gets a new connection
+            raise DBAPIError.instance(prepared.sql, arguments, exc, self._driver_error) from exc
+        except BaseException:
+            kept.invalidate()
             raise
         self._give_back(kept)
         return rows[0]
@@ -149,8 +159,10 @@ class StateReads:
             if self._idle:
                 return self._idle.pop()
         kept = self.engine.raw_connection()
-        if self.postgresql:
-            _driver(kept).autocommit = True
+        if self.postgresql:  # no transaction held between reads; a read never holds the loop long
+            driver = _driver(kept)
+            driver.autocommit = True
+            driver.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
         return kept
 
     def _give_back(self, kept: PoolProxiedConnection) -> None:
@@ -161,9 +173,11 @@ class StateReads:
         self._release(kept)
 
     def _release(self, connection: PoolProxiedConnection) -> None:
-        """Back to the pool as the pool lends it: not in autocommit."""
+        """Back to the pool as the pool lends it: no statement timeout, not in autocommit."""
         if self.postgresql and connection.is_valid:
-            _driver(connection).autocommit = False
+            driver = _driver(connection)
+            driver.execute("RESET statement_timeout")
+            driver.autocommit = False
         connection.close()
 
 
