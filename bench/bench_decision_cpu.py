@@ -11,14 +11,15 @@ requests under the same uvicorn and httptools in the same run.
   with the standard library's JSON, looks `tool_name` up in a dict holding every tool's answer and
   writes that answer: what any hook endpoint must do at the least.
 
-The caller sends `bench_decisions`' Claude Code hook mix (95% approved tools, 5% flipped ones) over 8
-and over 64 kept-alive connections, each connection sending its next request when the previous one
+The caller sends `bench_decisions`' Claude Code hook mix (95% approved tools, 5% flipped ones) over
+8 and over 64 kept-alive connections, each connection sending its next request when the previous one
 is answered (closed loop, as many hook processes with kept-alive connections would), and checks
-every answer. Each case runs the requests twice and measures the second run: the first registers
-the 50 host sessions with each of the 100 servers (a session beats again after 30 s, so the second
-run writes only the kept denies). It reports the answers per second and the app's CPU per answer
-(every process of it, from /proc: for serve, the main process and its decision processes), and each
-row's ratio to the floor's.
+every answer. Each case runs the requests three times and measures the third run: the first ones
+register the 50 host sessions with each of the 100 servers and build each process's views (a
+decision port's connections may all go to one of its processes in one run, to the other in the next;
+a session beats again after 30 s, so the measured run writes only the kept denies). It reports the
+answers per second and the app's CPU per answer (every process of it, from /proc: for serve, the
+main process and its decision processes), and each row's ratio to the floor's.
 
     python bench/bench_decision_cpu.py [--requests 4000]
 """
@@ -167,7 +168,8 @@ async def closed_loop(port: int, todo: list[Call], connections: int) -> tuple[in
 
 
 def measure(name: str, port: int, cpu: Any, todo: list[Call], connections: int) -> Row:
-    asyncio.run(closed_loop(port, todo, connections))  # warm: caches, code paths, the sessions registered
+    for _ in range(2):  # warm: caches, code paths, the sessions registered, in every decision process
+        asyncio.run(closed_loop(port, todo, connections))
     before = cpu()
     answered, errors, seconds = asyncio.run(closed_loop(port, todo, connections))
     return Row(name, connections, answered, errors, seconds, cpu() - before)

@@ -49,9 +49,11 @@ class SecurityHeaders:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                given = [(name, value) for name, value in message.get("headers", ()) if name not in _SET]
-                cached = any(name == b"cache-control" for name, _ in given)
-                cache = [] if cached else [_STATIC_CACHE if static else _NO_STORE]
+                given = message.get("headers", ())
+                names = {name for name, _ in given}
+                if not names.isdisjoint(_SET):
+                    given = [(name, value) for name, value in given if name not in _SET]
+                cache = () if b"cache-control" in names else (_STATIC_CACHE if static else _NO_STORE,)
                 message["headers"] = [*given, *_RAW_HEADERS, *cache]
             await send(message)
 
