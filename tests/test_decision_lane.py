@@ -17,6 +17,7 @@ from test_host_hooks import codex_input, gemini_input
 from monitor.approvals.lane import DecisionLane
 from monitor.config import DecisionSettings
 from monitor.store import Store
+from monitor.web.middleware import CONTENT_SECURITY_POLICY
 
 
 def lane_gate(store: Store, **settings: Any) -> Iterator[Gate]:
@@ -71,10 +72,13 @@ def test_a_call_without_a_slot_in_time_gets_its_hosts_fail_closed_answer(gate: G
     assert post(gate, "/api/v1/pdp/toolhive/decision", porc("demo", "lookup")) == {"allow": False}
     api = gate.client.post("/api/v1/decisions", json={"server": "demo", "tool": "lookup"})
     assert api.status_code == 503 and api.headers["retry-after"] == "1"
+    assert api.headers["content-security-policy"] == CONTENT_SECURITY_POLICY  # answered in front, secured
 
     assert gate.hook("Bash") == {}  # not an MCP tool: no opinion, as when decided
     unreadable = gate.client.post("/api/v1/hooks/claude-code", content=b"{not json")
     assert unreadable.status_code == 200 and permission(unreadable.json()) == "deny"
+    assert unreadable.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+    assert unreadable.headers["cache-control"] == "no-store"
     assert unanswered(gate) == {"max-waiting": 0.0, "max-wait": 8.0, "expected-wait": 0.0}
 
     lane.free, lane.max_wait = lane.at_once, 4

@@ -22,6 +22,7 @@ from monitor.core.roles import Role
 from monitor.core.states import PollErrorKind
 from monitor.identity.storage import create_token, revoke_token
 from monitor.store import Store, make_engine
+from monitor.web.middleware import CONTENT_SECURITY_POLICY
 
 SEARCH = tool("search", description="Search records.", read_only=True)
 POISONED = tool(
@@ -104,6 +105,8 @@ def answered(client: TestClient, path: str, body: Any, **headers: str) -> tuple[
         response = client.post(path, content=body, headers={"content-type": "application/json", **headers})
     else:
         response = client.post(path, json=body, headers=headers)
+    secured = response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+    assert secured and response.headers["cache-control"] == "no-store", response.headers  # on every path
     return response.status_code, response.json()
 
 

@@ -30,9 +30,10 @@ import base64
 import binascii
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+import orjson
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -65,8 +66,10 @@ class DecisionFastPath:
         identity: Identity,
         hooks: Mapping[str, HostAdapter],
         limit: int,
+        headers: Sequence[tuple[bytes, bytes]] = (),
     ) -> None:
         self.app = app
+        self.headers = [*JSON_HEADERS, *headers]
         self.point = point
         self.lane = lane
         self.identity = identity
@@ -94,7 +97,7 @@ class DecisionFastPath:
         except Exception:
             log.exception("a %s hook decision failed: answered deny", adapter.host)
             result = adapter.answer(self.point, "the monitor failed while deciding (see its log)")
-        await _json(send, 200, result.model_dump(exclude_none=True))
+        await self._write(send, 200, _ascii(result.model_dump_json(exclude_none=True).encode(), result))
 
     async def _hook_answer(self, adapter: HostAdapter, scope: Scope, receive: Receive) -> BaseModel:
         headers = _headers(scope)
@@ -132,12 +135,20 @@ class DecisionFastPath:
                 )
         except Exception:  # the app's 500 (`monitor.web.errors`): this runs ahead of its error handling
             log.exception("a decision request failed")
-            await _json(send, 500, {"detail": "internal error"})
+            await self._write(send, 500, b'{"detail":"internal error"}')
             return
         if answer is None:  # the app's 404, 413 or 422, from the same body
             await self.app(scope, _replaying(body, complete, receive), send)
             return
-        await _json(send, 200, answer.to_dict())
+        content = answer.to_dict()
+        await self._write(send, 200, _ascii(orjson.dumps(content), content))
+
+    async def _write(self, send: Send, status: int, body: bytes) -> None:
+        """A JSON answer, with the headers every response of the app carries (`headers`, given by
+        the app: this layer answers in front of the one that adds them to the app's responses)."""
+        headers = [*self.headers, (b"content-length", str(len(body)).encode("ascii"))]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
     def _caller(self, scope: Scope, headers: Mapping[bytes, bytes], *, basic: bool) -> Caller:
         """The caller by its token, as `Authenticate` identifies an API request; a database that cannot
@@ -235,9 +246,11 @@ def _decision_in(body: bytes) -> DecisionIn | None:
         return None
 
 
-async def _json(send: Send, status: int, content: object) -> None:
-    """`content` as `monitor.web.schemas.ApiJSONResponse` writes it."""
-    body = json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
-    headers = [*JSON_HEADERS, (b"content-length", str(len(body)).encode("ascii"))]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+def _ascii(body: bytes, content: BaseModel | dict[str, Any]) -> bytes:
+    """`body` (written by orjson or pydantic-core, a fraction of the standard library's cost) as
+    `monitor.web.schemas.ApiJSONResponse` writes `content`: ASCII, anything else escaped. Both write
+    compact JSON, so only a body with other characters is written again."""
+    if body.isascii():
+        return body
+    plain = content.model_dump(exclude_none=True) if isinstance(content, BaseModel) else content
+    return json.dumps(plain, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")

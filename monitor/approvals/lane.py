@@ -39,7 +39,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
 from prometheus_client.core import CounterMetricFamily, Metric
-from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 PACE_WEIGHT = 0.2
@@ -194,7 +193,7 @@ class Admission:
     request's body, read up to `limit` bytes; a larger one is answered as an empty one)."""
 
     def __init__(
-        self, app: ASGIApp, lane: DecisionLane, answers: Mapping[str, Callable[[bytes], Response]], limit: int
+        self, app: ASGIApp, lane: DecisionLane, answers: Mapping[str, Callable[[bytes], ASGIApp]], limit: int
     ) -> None:
         self.app = app
         self.lane = lane

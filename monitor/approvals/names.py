@@ -11,7 +11,7 @@ is matched against every monitored name and alias, normalised the host's way, lo
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 Normalise = Callable[[str], str]
@@ -77,10 +77,9 @@ class ServerNames:
         return None
 
 
-def tool_candidates(tool: str, listed: Iterable[str], normalise: Normalise) -> list[str]:
+def tool_candidates(tool: str, listed: Collection[str], normalise: Normalise) -> list[str]:
     """The listed tools a host's tool name may mean: itself when listed, else every listed tool that
     the host's normalisation turns into it."""
-    names = list(listed)
-    if tool in names:
+    if tool in listed:
         return [tool]
-    return [name for name in names if normalise(name) == tool]
+    return [name for name in listed if normalise(name) == tool]

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from prometheus_client.core import CounterMetricFamily, Metric
 from sqlalchemy.orm import Session
@@ -117,6 +118,25 @@ class DecisionCounts:
 PollNow = Callable[[str], Awaitable[object]]
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _timed(decide: Callable[P, R]) -> Callable[P, R]:
+    """A decision's duration in `DECISION_DURATION`, once it is decided: an inline attempt that had to
+    be asked again on the lane's threads (`NotReady`) is timed there, once. (A wrapper, not a context
+    manager: on the event loop, where every call is decided, that costs a generator a decision.)"""
+
+    @functools.wraps(decide)
+    def timed(*args: P.args, **kwargs: P.kwargs) -> R:
+        start = time.perf_counter()
+        decided = decide(*args, **kwargs)
+        DECISION_DURATION.observe(time.perf_counter() - start)
+        return decided
+
+    return timed
+
+
 class DecisionPoint:
     """What every adapter asks: one per web app, kept on `app.state.decision_point`."""
 
@@ -138,9 +158,12 @@ class DecisionPoint:
         self._max_ages = {
             s.name: s.decision_max_age for s in config.servers if s.decision_max_age is not None
         }
+        self._ages: dict[tuple[str, float | None], timedelta] = {}
+        self._when_stale = DecisionKind(config.decisions.stale_decision)
         self._indexes: dict[tuple[int, Normalise], ServerNames] = {}
         self._lock = threading.Lock()
 
+    @_timed
     def decide(
         self,
         server: str,
@@ -154,12 +177,12 @@ class DecisionPoint:
         """The answer about `tool` of the server the monitor calls `server` (or an alias of it);
         None when the monitor knows no such server. `client_capabilities`, what the host declared to
         the server, picks the client view the answer is judged on (unknown: the strictest view's)."""
-        with _timed():
-            found = self._named(server, exact_name)
-            if isinstance(found, Unmonitored):
-                return None
-            return self._answer(found, tool, exact_name, fingerprint, session_id, client, client_capabilities)
+        found = self._named(server, exact_name)
+        if isinstance(found, Unmonitored):
+            return None
+        return self._answer(found, tool, exact_name, fingerprint, session_id, client, client_capabilities)
 
+    @_timed
     def decide_for_host(
         self,
         host: str,
@@ -173,28 +196,28 @@ class DecisionPoint:
     ) -> Answer | Unmonitored:
         """The answer about a tool a host names `<prefix><server><separator><tool>`, its server found
         the host's way (`monitor.approvals.names`)."""
-        with _timed():
-            for _ in range(3):  # the names changed while they were matched: match again
-                generation, index = self._index(normalise)
-                match = index.split(qualified, prefix, separator)
-                if match is None:
-                    if self.view.names_generation() != generation:
-                        self._index(normalise, stale=generation)
-                        continue
-                    return self._unmonitored(_first(qualified, prefix, separator), host)
-                lookups = [self._lookup(server) for server in match.servers]
-                if any(lookup.names_generation != generation for lookup in lookups):
+        for _ in range(3):  # the names changed while they were matched: match again
+            generation, index = self._index(normalise)
+            match = index.split(qualified, prefix, separator)
+            if match is None:
+                if self.view.names_generation() != generation:
                     self._index(normalise, stale=generation)
                     continue
-                answers = [
-                    self._answer(lookup, match.tool, normalise, None, session_id, client)
-                    for lookup in lookups
-                    if lookup.view is not None
-                ]
-                if answers:
-                    return strictest(answers)
-            return self._unmonitored(_first(qualified, prefix, separator), host)
+                return self._unmonitored(_first(qualified, prefix, separator), host)
+            lookups = [self._lookup(server) for server in match.servers]
+            if any(lookup.names_generation != generation for lookup in lookups):
+                self._index(normalise, stale=generation)
+                continue
+            answers = [
+                self._answer(lookup, match.tool, normalise, None, session_id, client)
+                for lookup in lookups
+                if lookup.view is not None
+            ]
+            if answers:
+                return strictest(answers)
+        return self._unmonitored(_first(qualified, prefix, separator), host)
 
+    @_timed
     def decide_for_named_host(
         self,
         host: str,
@@ -206,11 +229,10 @@ class DecisionPoint:
         client: str | None = None,
     ) -> Answer | Unmonitored:
         """The answer about a tool whose server a host names on its own (ToolHive, Gemini's context)."""
-        with _timed():
-            found = self._named(server, normalise)
-            if isinstance(found, Unmonitored):
-                return self._unmonitored(server, host)
-            return self._answer(found, tool, normalise, None, session_id, client)
+        found = self._named(server, normalise)
+        if isinstance(found, Unmonitored):
+            return self._unmonitored(server, host)
+        return self._answer(found, tool, normalise, None, session_id, client)
 
     def current(
         self, server: str, session: Session | None = None
@@ -310,10 +332,10 @@ class DecisionPoint:
         for lookup in lookups if isinstance(lookups, list) else [lookups]:
             view, state = lookup.view, lookup.state
             assert view is not None and state is not None
-            verification = self._verification(view, state)
+            verification, now = self._verification(view, state), self.clock()
             listed = set(view.tools).union(*(v.tools for v in view.views)) if view.views else view.tools
             for name in tool_candidates(tool, listed, normalise) or [tool]:
-                verdict = verified(view.verdict(name, declared, client), verification, self.clock())
+                verdict = verified(view.verdict(name, declared, client), verification, now)
                 if fingerprint is not None and not view.holds(fingerprint, declared, client):
                     verdict = verdict.stale()
                 answers.append(Answer(view, name, verdict))
@@ -326,16 +348,23 @@ class DecisionPoint:
             last_verified=state.last_verified,
             unverifiable_reason=state.unverifiable_reason,
             max_age=self._max_age(view.name, state.interval_seconds),
-            when_stale=DecisionKind(self.config.decisions.stale_decision),
+            when_stale=self._when_stale,
         )
 
     def _max_age(self, server: str, interval: float | None) -> timedelta:
-        configured = self._max_ages.get(server)
-        if configured is not None:
-            return timedelta(seconds=configured)
-        if self.config.decisions.max_age is not None:
-            return timedelta(seconds=self.config.decisions.max_age)
-        return timedelta(seconds=STALE_AFTER_INTERVALS * (interval or self.config.monitor.poll_interval))
+        """How old `server`'s last verification may be (its own setting, `[decisions] max_age`, or a
+        number of its poll intervals), kept per server and interval: every decision asks."""
+        key = (server, interval)
+        age = self._ages.get(key)
+        if age is None:
+            configured = self._max_ages.get(server, self.config.decisions.max_age)
+            if configured is None:
+                configured = STALE_AFTER_INTERVALS * (interval or self.config.monitor.poll_interval)
+            age = timedelta(seconds=configured)
+            if len(self._ages) >= MAX_KEPT:
+                self._ages.clear()
+            self._ages[key] = age
+        return age
 
     def _record(
         self, answer: Answer, fingerprint: str | None, session_id: str | None, client: str | None
@@ -366,15 +395,6 @@ class DecisionPoint:
         if storable(name):
             self.recorder.submit(UnmonitoredCall(name, host, self.clock()))
         return Unmonitored(name)
-
-
-@contextlib.contextmanager
-def _timed() -> Iterator[None]:
-    """A decision's duration in `DECISION_DURATION`, once it is decided: an inline attempt that had to
-    be asked again on the lane's threads (`NotReady`) is timed there, once."""
-    start = time.perf_counter()
-    yield
-    DECISION_DURATION.observe(time.perf_counter() - start)
 
 
 def _first(qualified: str, prefix: str, separator: str) -> str:

@@ -33,6 +33,8 @@ _RAW_HEADERS = [(name.encode("latin-1"), value.encode("latin-1")) for name, valu
 _SET = frozenset(name for name, _ in _RAW_HEADERS)
 _STATIC_CACHE = (b"cache-control", b"public, max-age=3600")
 _NO_STORE = (b"cache-control", b"no-store")
+ANSWER_HEADERS = (*_RAW_HEADERS, _NO_STORE)
+"""What `SecurityHeaders` adds to an API answer, for a layer that answers in front of it."""
 
 
 class SecurityHeaders:

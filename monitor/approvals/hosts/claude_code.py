@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from monitor.approvals.hosts.base import Hook, HookInput, HostAdapter
-from monitor.approvals.hosts.pretooluse import HookOut, busy, judge, pre_tool_use
+from monitor.approvals.hosts.pretooluse import NO_OPINION, HookOut, busy, judge, pre_tool_use
 from monitor.approvals.point import DecisionPoint
 from monitor.core.states import DecisionKind
 
@@ -26,7 +26,7 @@ class ClaudeCode(HostAdapter):
         said = judge(point, self.host, hook)
         if isinstance(said, HookOut):
             return said
-        return HookOut() if said is None else pre_tool_use(*said)
+        return NO_OPINION if said is None else pre_tool_use(*said)
 
     def busy(self, hook: Hook, decision: DecisionKind) -> HookOut:
         return busy(hook, decision)

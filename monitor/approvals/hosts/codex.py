@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from monitor.approvals.hosts.base import Hook, HookInput, HostAdapter
-from monitor.approvals.hosts.pretooluse import HookOut, busy, judge, pre_tool_use
+from monitor.approvals.hosts.pretooluse import NO_OPINION, HookOut, busy, judge, pre_tool_use
 from monitor.approvals.point import DecisionPoint
 from monitor.core.states import DecisionKind
 
@@ -28,7 +28,7 @@ class Codex(HostAdapter):
         if isinstance(said, HookOut):
             return said
         if said is None or said[0] == DecisionKind.ALLOW:
-            return HookOut()
+            return NO_OPINION
         decision, reason = said
         if decision == DecisionKind.ASK:
             reason = f"a person must approve this call first (Codex hooks cannot ask): {reason}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from monitor.approvals.hosts.base import BUSY_REASON, Hook, host_reason, mcp_call, opinion, text, unreadable
 from monitor.approvals.names import claude_name
@@ -15,6 +15,8 @@ from monitor.core.states import DecisionKind
 
 
 class HookSpecificOutput(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     hookEventName: Literal["PreToolUse"] = "PreToolUse"
     permissionDecision: DecisionKind
     permissionDecisionReason: str
@@ -24,7 +26,13 @@ class HookOut(BaseModel):
     """With an opinion, `hookSpecificOutput`; without one an empty object, so the host's own permission
     rules decide as they would without the hook."""
 
+    model_config = ConfigDict(frozen=True)
+
     hookSpecificOutput: HookSpecificOutput | None = None
+
+
+NO_OPINION = HookOut()
+"""The answer to most calls (an approved tool, a call of no MCP tool), made once: answers are frozen."""
 
 
 def pre_tool_use(decision: DecisionKind, reason: str) -> HookOut:
@@ -63,7 +71,7 @@ def judge(point: DecisionPoint, host: str, hook: Hook) -> HookOut | tuple[Decisi
     nothing to judge: no opinion for a call that is not of an MCP tool, a deny for an unreadable one."""
     found = mcp_tool(point, host, hook)
     if found is None:
-        return HookOut()
+        return NO_OPINION
     if isinstance(found, str):
         return pre_tool_use(DecisionKind.DENY, found)
     return opinion(point, found)
@@ -74,4 +82,4 @@ def busy(hook: Hook, decision: DecisionKind) -> HookOut:
     mcp = mcp_call(hook, "PreToolUse", "mcp__")
     if mcp is None:
         return pre_tool_use(DecisionKind.DENY, unreadable(hook))
-    return pre_tool_use(decision, BUSY_REASON) if mcp else HookOut()
+    return pre_tool_use(decision, BUSY_REASON) if mcp else NO_OPINION
