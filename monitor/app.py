@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -233,13 +234,18 @@ def _secured(answer: Callable[[bytes], Response]) -> Callable[[bytes], ASGIApp]:
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     """The decision point's refreshes poll on this loop; request threads are as many as the engine's
-    pool has room for (`monitor.store.db.REQUEST_THREADS`); on shutdown, the decisions still waiting
-    to be written are written."""
+    pool has room for (`monitor.store.db.REQUEST_THREADS`); the decision views are built on a thread
+    of their own (`DecisionPoint.warm`); on shutdown, the decisions still waiting to be written are
+    written."""
     to_thread.current_default_thread_limiter().total_tokens = REQUEST_THREADS
     point: DecisionPoint = app.state.decision_point
     if point.refresher is not None:
         point.refresher.loop = asyncio.get_running_loop()
+    warming = threading.Thread(target=point.warm, name="decision-views", daemon=True)
+    warming.start()
     yield
+    point.stop_warming()
+    await run_in_threadpool(warming.join)
     await run_in_threadpool(app.state.decision_lane.close)
     await run_in_threadpool(point.recorder.close)
     await run_in_threadpool(app.state.web.identity.log.close)

@@ -146,9 +146,33 @@ def test_callers_are_refused_alike(gates: tuple[Gate, Gate]) -> None:
 def test_a_decision_needing_more_than_the_cache_is_decided_on_the_lanes_threads(
     gates: tuple[Gate, Gate], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A view to build (the first decision about a server, or one after its version moved) is read on
-    the lane's threads; a decision the cache answers never leaves the event loop."""
+    """A view to build (a server's version moved since it was built) is read on the lane's threads; a
+    decision the cache answers never leaves the event loop."""
     fast, _ = gates
+    on_threads = lane_calls(monkeypatch)
+    fast.clock[0] += timedelta(seconds=5)
+    fast.poll("approved", [WRITING_LOOKUP])
+    for _ in range(4):
+        assert fast.hook("mcp__approved__lookup")["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert len(on_threads) == 1, "the view built again on the lane's threads, once; then from the cache"
+    fast.poll("approved", [READ_ONLY_LOOKUP])
+    assert fast.hook("mcp__approved__lookup") == {}
+    assert len(on_threads) == 2, "a new version: the view built again, off the loop"
+
+
+def test_every_view_is_built_when_the_app_starts(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """So the first burst after a start is decided on the event loop, not queued behind view builds
+    on the lane's threads (where most of it would get the fail-closed answer)."""
+    for gate in gate_for(store, SERVERS, decisions=DecisionSettings(unmonitored="ask")):
+        gate.poll("approved", [READ_ONLY_LOOKUP])
+    on_threads = lane_calls(monkeypatch)
+    for gate in gate_for(store, SERVERS, decisions=DecisionSettings(unmonitored="ask")):
+        assert gate.hook("mcp__approved__lookup") == {}
+        assert on_threads == [], "answered from views built at start"
+
+
+def lane_calls(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """What is decided on the lane's threads from now on."""
     on_threads: list[object] = []
     run = DecisionLane.run
 
@@ -157,15 +181,7 @@ def test_a_decision_needing_more_than_the_cache_is_decided_on_the_lanes_threads(
         return await run(lane, decide, *args, **kwargs)
 
     monkeypatch.setattr(DecisionLane, "run", counted)
-    assert fast.hook("mcp__approved__lookup") == {}
-    assert len(on_threads) == 1, "the view was built on the lane's threads"
-    for _ in range(3):
-        assert fast.hook("mcp__approved__lookup") == {}
-    assert len(on_threads) == 1, "answered from the cache, inline"
-    fast.clock[0] += timedelta(seconds=5)
-    fast.poll("approved", [WRITING_LOOKUP])
-    assert fast.hook("mcp__approved__lookup")["hookSpecificOutput"]["permissionDecision"] == "deny"
-    assert len(on_threads) == 2, "a new version: the view built again, off the loop"
+    return on_threads
 
 
 def test_a_token_revoked_by_another_instance_is_refused_at_the_next_call(gates: tuple[Gate, Gate]) -> None:

@@ -36,6 +36,8 @@ from monitor.store.views import ViewListing, decision_views
 
 MAX_KEPT = 10_000
 """Servers (and verdicts per server) kept at most: names nobody monitors cannot grow memory."""
+BUILDERS = 16
+"""Views built at once at most (a server's name picks its lock): more than the lane's threads."""
 
 
 @dataclass(frozen=True)
@@ -203,6 +205,9 @@ class DecisionView:
         self.reads = reads or StateReads(engine)
         self.sessions = sessionmaker(engine, expire_on_commit=False)
         self._lock = threading.Lock()
+        self._builders = [threading.Lock() for _ in range(BUILDERS)]
+        """Under a burst about a server whose version just moved, every call would build its view:
+        one builds it, the others wait for it and use it."""
         self._views: dict[str, tuple[int, ServerView]] = {}
         self._names: tuple[int, dict[str, list[str]]] | None = None
 
@@ -228,15 +233,25 @@ class DecisionView:
             return Lookup(generations.names, kept[1], state)
         if INLINE.get():
             raise NotReady(name)
+        if session is not None:  # a page: its own reading, on the connection it holds
+            return self._build(name, generations.names, state, session)
+        with self._builders[hash(name) % len(self._builders)]:  # one build of a server at a time
+            with self._lock:
+                kept = self._views.get(name)
+            if kept is not None and kept[0] == state.generation:  # built while this one waited
+                return Lookup(generations.names, kept[1], state)
+            return self._build(name, generations.names, state, None)
+
+    def _build(self, name: str, names_generation: int, state: ServerState, session: Session | None) -> Lookup:
         with self._reading(session) as reading:
             server = reading.get(Server, state.server_id)
             if server is None:
-                return Lookup(generations.names)
+                return Lookup(names_generation)
             view = load_server_view(reading, server)
         with self._lock:
             if name in self._views or len(self._views) < MAX_KEPT:
                 self._views[name] = (state.generation, view)
-        return Lookup(generations.names, view, state)
+        return Lookup(names_generation, view, state)
 
     @contextmanager
     def _reading(self, session: Session | None) -> Iterator[Session]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import threading
 import time
 from collections import Counter
@@ -25,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any, ParamSpec, TypeVar
 
 from prometheus_client.core import CounterMetricFamily, Metric
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from monitor import tracing
@@ -117,6 +119,8 @@ class DecisionCounts:
 
 PollNow = Callable[[str], Awaitable[object]]
 
+log = logging.getLogger(__name__)
+
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -162,6 +166,8 @@ class DecisionPoint:
         self._when_stale = DecisionKind(config.decisions.stale_decision)
         self._indexes: dict[tuple[int, Normalise], ServerNames] = {}
         self._lock = threading.Lock()
+        self._stop_warming = threading.Event()
+        self.warmed = threading.Event()
 
     @_timed
     def decide(
@@ -233,6 +239,26 @@ class DecisionPoint:
         if isinstance(found, Unmonitored):
             return self._unmonitored(server, host)
         return self._answer(found, tool, normalise, None, session_id, client)
+
+    def warm(self) -> None:
+        """Builds the view of every monitored server, ahead of the first call about it (run on a
+        thread of its own when the app starts). A view built at the first call is built on the lane's
+        threads while every other call about that server waits for it: under a burst right after a
+        start, most calls would wait past `max_wait` and get the fail-closed answer instead of their
+        own. `stop_warming()` ends it early; `warmed` is set once it has ended."""
+        try:
+            _, names = self.view.names()
+            for name in names:
+                if self._stop_warming.is_set():
+                    break
+                self.view.server(name)
+        except SQLAlchemyError as exc:  # the first call about each server builds its view instead
+            log.warning("could not build the decision views at start: %s", exc)
+        finally:
+            self.warmed.set()
+
+    def stop_warming(self) -> None:
+        self._stop_warming.set()
 
     def current(
         self, server: str, session: Session | None = None

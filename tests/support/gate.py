@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from monitor.approvals.point import DecisionPoint
 from monitor.config import Config, DecisionSettings, MonitorSettings, ServerConfig
 from monitor.core.findings import Severity
 from monitor.store import PollOutcome, Store
@@ -57,6 +59,12 @@ class Gate:
     client: TestClient
     ids: dict[str, int]
     clock: list[datetime] = field(default_factory=lambda: [T0])
+
+    def warmed(self) -> None:
+        """Waits until the app has built every server's decision view (`DecisionPoint.warm`, on a
+        thread of its own from its start), so what a test does next never races it."""
+        point: DecisionPoint = cast(FastAPI, self.client.app).state.decision_point
+        assert point.warmed.wait(30), "the decision views were not built within 30 s"
 
     def poll(self, server: str, tools: list[dict[str, Any]]) -> PollOutcome:
         return record_poll(self.store, self.ids[server], tools, self.clock[0])
@@ -106,7 +114,9 @@ def gate_for(
     ids = sync_servers(store, servers, T0)
     clock = [T0]
     with web_client(store, config, clock=lambda: clock[0], poll_now=poll_now) as client:
-        yield Gate(store, client, ids, clock)
+        gate = Gate(store, client, ids, clock)
+        gate.warmed()
+        yield gate
 
 
 def http_server(name: str, **fields: Any) -> ServerConfig:
