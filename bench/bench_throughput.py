@@ -410,8 +410,15 @@ def fill(store: Any, urls: list[str], interval: float) -> None:
     from monitor.collect.client.target import Listed
     from monitor.core.fingerprint import CanonicalListing
     from monitor.core.rules.metas import metas_digest, metas_of
+    from monitor.store import polled
     from monitor.store.polled import SuccessfulPoll
 
+    # the fleet sends no instructions; code that keeps them keeps their digest (a `--before` tree may not)
+    kept = (
+        {"instructions_digest": polled.instructions_digest(None)}
+        if hasattr(polled, "instructions_digest")
+        else {}
+    )
     variants = listings(TOOLS)
     forms = [CanonicalListing.of(listing) for listing in variants]
     metas = [metas_of(listing) for listing in variants]
@@ -435,6 +442,7 @@ def fill(store: Any, urls: list[str], interval: float) -> None:
                 metas=metas[i % VARIANTS],
                 metas_digest=metas_digest(metas[i % VARIANTS]),
                 digest=texts[i % VARIANTS].digest.digest(),
+                **kept,
             )
         )
 
