@@ -31,7 +31,7 @@ from monitor.core.clients import matching_view
 from monitor.core.findings import Finding
 from monitor.core.states import ApprovalMode
 from monitor.store.models import DecisionNames, Listing, ListingTool, Server, Snapshot, ToolDefinition
-from monitor.store.statereads import StateReads
+from monitor.store.statereads import ServerRow, StateReads
 from monitor.store.views import ViewListing, decision_views
 
 MAX_KEPT = 10_000
@@ -209,6 +209,7 @@ class DecisionView:
         """Under a burst about a server whose version just moved, every call would build its view:
         one builds it, the others wait for it and use it."""
         self._views: dict[str, tuple[int, ServerView]] = {}
+        self._states: dict[str, tuple[ServerRow, ServerState]] = {}
         self._names: tuple[int, dict[str, list[str]]] | None = None
 
     def server(self, name: str, session: Session | None = None) -> Lookup:
@@ -218,17 +219,24 @@ class DecisionView:
         generations, row = self.reads.server(name, session)
         if row is None:
             return Lookup(generations.names)
-        state = ServerState(
-            row.server_id,
-            name,
-            row.generation,
-            row.last_verified,
-            row.last_polled,
-            row.unverifiable_reason,
-            row.interval_seconds,
-        )
         with self._lock:
             kept = self._views.get(name)
+            known = self._states.get(name)
+        if known is not None and known[0] is row:  # the same read handed back: nothing changed
+            state = known[1]
+        else:
+            state = ServerState(
+                row.server_id,
+                name,
+                row.generation,
+                row.last_verified,
+                row.last_polled,
+                row.unverifiable_reason,
+                row.interval_seconds,
+            )
+            with self._lock:
+                if name in self._states or len(self._states) < MAX_KEPT:
+                    self._states[name] = (row, state)
         if kept is not None and kept[0] == state.generation:
             return Lookup(generations.names, kept[1], state)
         if INLINE.get():

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import Engine, bindparam, select
 from sqlalchemy.engine.interfaces import DBAPIConnection
@@ -34,6 +34,7 @@ KEPT = 4
 lane's threads); one borrowed beyond them goes back to the engine's pool after its read."""
 
 
+T = TypeVar("T")
 MEMO = "drift_monitor_rows"
 """Where a kept SQLite connection keeps the rows it read, with the `data_version` they were read at."""
 MEMO_ROWS = 4096
@@ -126,19 +127,14 @@ class StateReads:
         self._driver_error: type[Exception] = engine.dialect.loaded_dbapi.Error
 
     def generations(self, session: Session | None = None) -> Generations:
-        row = self._one(self._generations, {}, session)
-        return Generations(int(row[0]), int(row[1]))
+        return self._one(self._generations, {}, session, _generations, None)
 
     def server(self, name: str, session: Session | None = None) -> tuple[Generations, ServerRow | None]:
         """The counters, and the row of the server named `name` (None: no such server). Read in
         `session` when one is given: a request that holds a connection must not wait for a second
-        (under load every pooled connection can be held by a request waiting for another)."""
-        row = self._one(self._server, {"name": name}, session)
-        generations = Generations(int(row[0]), int(row[1]))
-        if row[2] is None:
-            return generations, None
-        interval = None if row[7] is None else float(row[7])
-        return generations, ServerRow(int(row[2]), int(row[3]), utc(row[4]), utc(row[5]), row[6], interval)
+        (under load every pooled connection can be held by a request waiting for another). While the
+        database is unchanged (`_unchanged`), the same objects are handed back."""
+        return self._one(self._server, {"name": name}, session, _server_row, name)
 
     def close(self) -> None:
         with self._lock:
@@ -146,41 +142,55 @@ class StateReads:
         for connection in idle:
             self._release(connection)
 
-    def _one(self, prepared: Prepared, given: dict[str, Any], session: Session | None) -> Any:
-        arguments = prepared.arguments(given)
+    def _one(
+        self,
+        prepared: Prepared,
+        given: dict[str, Any],
+        session: Session | None,
+        parse: Callable[[Any], T],
+        key: Hashable,
+    ) -> T:
+        """The statement's first row, parsed; `key` tells its rows from the same statement's others."""
         if session is not None:
-            return session.connection().exec_driver_sql(prepared.sql, arguments).one()
+            return parse(session.connection().exec_driver_sql(prepared.sql, prepared.arguments(given)).one())
         kept = self._borrow()
         try:  # sqlite3's and psycopg's connections both run `execute`; all rows: the statement ends
-            row = self._unchanged(kept, prepared.sql, arguments)
+            value = self._unchanged(kept, prepared, given, parse, key)
         except self._driver_error as exc:  # as SQLAlchemy raises it, which callers handle
             kept.invalidate()  # the next read gets a new connection
+            arguments = prepared.arguments(given)
             raise DBAPIError.instance(prepared.sql, arguments, exc, self._driver_error) from exc
         except BaseException:
             kept.invalidate()
             raise
         self._give_back(kept)
-        return row
+        return value
 
-    def _unchanged(self, kept: PoolProxiedConnection, sql: str, arguments: Any) -> Any:
-        """The statement's first row. On a SQLite file, the row this connection read before while
-        `PRAGMA data_version` stays: it moves whenever any other connection, in this process or
-        another, commits to the file, and the kept connections never write, so an unmoved version
+    def _unchanged(
+        self,
+        kept: PoolProxiedConnection,
+        prepared: Prepared,
+        given: dict[str, Any],
+        parse: Callable[[Any], T],
+        key: Hashable,
+    ) -> T:
+        """The statement's first row, parsed. On a SQLite file, what this connection read before
+        while `PRAGMA data_version` stays: it moves whenever any other connection, in this process
+        or another, commits to the file, and the kept connections never write, so an unmoved version
         means an unchanged database (half the cost of the read, and none of its locking)."""
         driver = _driver(kept)
         if not self.memoised:
-            return driver.execute(sql, arguments).fetchall()[0]
+            return parse(driver.execute(prepared.sql, prepared.arguments(given)).fetchall()[0])
         version = driver.execute("PRAGMA data_version").fetchall()[0][0]
-        memo: tuple[int, dict[tuple[str, Any], Any]] | None = kept.info.get(MEMO)
+        memo: tuple[int, dict[tuple[Prepared, Hashable], Any]] | None = kept.info.get(MEMO)
         if memo is None or memo[0] != version:  # the version read before the rows: never too new
             memo = kept.info[MEMO] = (version, {})
-        key = (sql, arguments)
-        row = memo[1].get(key)
-        if row is None:
-            row = driver.execute(sql, arguments).fetchall()[0]
+        value: T | None = memo[1].get((prepared, key))
+        if value is None:
+            value = parse(driver.execute(prepared.sql, prepared.arguments(given)).fetchall()[0])
             if len(memo[1]) < MEMO_ROWS:
-                memo[1][key] = row
-        return row
+                memo[1][(prepared, key)] = value
+        return value
 
     def _borrow(self) -> PoolProxiedConnection:
         with self._lock:
@@ -209,6 +219,18 @@ class StateReads:
             driver.execute("RESET statement_timeout")
             driver.autocommit = False
         connection.close()
+
+
+def _generations(row: Any) -> Generations:
+    return Generations(int(row[0]), int(row[1]))
+
+
+def _server_row(row: Any) -> tuple[Generations, ServerRow | None]:
+    generations = Generations(int(row[0]), int(row[1]))
+    if row[2] is None:
+        return generations, None
+    interval = None if row[7] is None else float(row[7])
+    return generations, ServerRow(int(row[2]), int(row[3]), utc(row[4]), utc(row[5]), row[6], interval)
 
 
 def _driver(connection: PoolProxiedConnection) -> DBAPIConnection:
