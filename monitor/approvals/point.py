@@ -251,7 +251,8 @@ class DecisionPoint:
             for name in names:
                 if self._stop_warming.is_set():
                     break
-                self.view.server(name)
+                with self.view.sessions() as session:  # a pooled connection, given back: none kept
+                    self.view.server(name, session)
         except SQLAlchemyError as exc:  # the first call about each server builds its view instead
             log.warning("could not build the decision views at start: %s", exc)
         finally:
