@@ -321,7 +321,9 @@ def test_the_alert_page_answers_what_changed_what_hosts_get_and_acts_in_one_clic
     page = browser.get(urlsplit(webhook_urls(alerted)["read-only-revoked"]).path).text
     assert "Before and after: v1 → v2" in page and "read-only" in page
     assert "What hosts are told now" in page
-    assert re.search(r'purge_tenant</a></th><td><span class="decision decision-deny">deny</span>', page), page
+    assert re.search(
+        r'purge_tenant</a></th><td[^>]*><span class="decision decision-deny">deny</span>', page
+    ), page
     assert "<code>gw-7</code>" in page, "the session that still holds the old listing"
     assert f'href="/alerts/{revoked}"' in browser.get("/servers/tenants/diff?from=1&to=2").text
 

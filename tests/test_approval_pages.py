@@ -38,7 +38,8 @@ def sign_in(browser: TestClient) -> None:
 
 def decision_row(html: str, tool: str) -> str:
     match = re.search(
-        rf'<a href="[^"]*/tools/{tool}"[^>]*>{tool}</a></th>\s*<td><span class="decision decision-(\w+)"',
+        rf'<a href="[^"]*/tools/{tool}"[^>]*>{tool}</a></th>\s*'
+        r'<td[^>]*><span class="decision decision-(\w+)"',
         html,
     )
     assert match, f"no decision row for {tool}"

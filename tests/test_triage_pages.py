@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 from support.incident import Incident, incident_policy, seed_incident
-from support.web import web_client
+from support.web import page_text, web_client
 
 from monitor.alerts import pages as alert_pages
 from monitor.core.states import AlertState
@@ -50,7 +50,7 @@ def test_alerts_are_unresolved_worst_first_then_newest(client: TestClient, incid
     expected = unresolved_worst_first(incident)
     assert listed_alerts(html) == expected and len(expected) == 16  # 3 of them changed-without-version-bump
     assert incident.acknowledged in expected  # acknowledged, not resolved: still listed
-    assert "(4 h ago)" in html and "2026-03-01 13:00:00 UTC" in html  # relative next to absolute
+    assert "(4 h ago)" in html and "2026-03-01 13:00:00 UTC" in page_text(html)  # relative next to absolute
     assert 'href="/servers/search/diff?from=1&amp;to=2"' in html  # the diff that caused an alert
 
 
@@ -145,7 +145,7 @@ def test_search_finds_tools_by_any_part_of_the_name(client: TestClient) -> None:
 def test_search_at_a_minute_answers_the_definition_in_force(client: TestClient) -> None:
     html = client.get("/search?q=lookup&time=2026-03-01T13:10").text
     assert 'lookup <span class="muted">on</span> search' in html
-    assert "2026-03-01 13:00:00 UTC" in html and "v2–v4" in html and "read-only: no" in html
+    assert "2026-03-01 13:00:00 UTC" in page_text(html) and "v2–v4" in html and "read-only: no" in html
     assert "diff v1 → v2" in html and "still in force" in html
     before = client.get("/search?q=export&time=2026-03-01T15:30:00Z").text
     assert "absent" in before and "diff v3 → v4" in before  # removed in v4

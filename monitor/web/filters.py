@@ -74,8 +74,10 @@ def format_time(value: datetime | None) -> Markup:
     if value is None:
         return Markup('<span class="muted">never</span>')
     utc = value.astimezone(UTC)
-    text = f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d} {utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}"
-    return Markup(f'<time datetime="{text.replace(" ", "T")}Z">{text} UTC</time>')  # noqa: S704
+    day = f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}"
+    clock = f"{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}"
+    # A line may end between the day, the time and "UTC", never inside the day at its hyphens.
+    return Markup(f'<time datetime="{day}T{clock}Z"><span class="day">{day}</span> {clock} UTC</time>')  # noqa: S704
 
 
 @pass_context

@@ -22,10 +22,10 @@ from urllib.parse import quote
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from security.security_harness import app_routes, audit, form_csrf_token
+from security.security_harness import audit, form_csrf_token
 from sqlalchemy import func, select
 from support import faulty_http, server_command, tool
-from support.web import TOKEN, TOKEN_ENV, csrf_of, make_app, session_value, web_client
+from support.web import TOKEN, TOKEN_ENV, app_routes, csrf_of, make_app, session_value, web_client
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
