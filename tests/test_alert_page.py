@@ -192,7 +192,7 @@ def test_approving_from_the_alert_page_resolves_it(alerted: Store, browser: Test
     form = {"csrf_token": csrf_of(page), "version": "2", "from": "1", "back": "diff", "resolve_alerts": "on"}
     asked = browser.post("/servers/tenants/approve?tool=purge_tenant", data=form)
     assert asked.status_code == 200, "approving asks first"
-    assert "Approve as dana" in asked.text and f'href="/alerts/{revoked}"' in asked.text
+    assert "Approve — as dana" in asked.text and f'href="/alerts/{revoked}"' in asked.text
     assert f'href="/alerts/{unreachable}"' not in asked.text, "the confirmation lists what it resolves"
     with alerted.sessions() as session:
         assert session.get_one(Alert, revoked).state == "open", "nothing happened before the confirmation"

@@ -79,7 +79,10 @@ def test_server_page_shows_decisions_and_the_diff_page_approves(browser: TestCli
     alert_id = world.alert_ids["open:read-only-revoked"]
     banner = re.search(r'<p class="flash"[^>]*>(.*?)</p>', browser.get(done.headers["location"]).text)
     assert banner is not None
-    assert banner.group(1) == f"config approved 4 tools of search as in v4, resolving alert(s) #{alert_id}."
+    assert (
+        banner.group(1)
+        == f"Administrator approved 4 tools of search as in v4, resolving alert(s) #{alert_id}."
+    )
     with world.store.sessions() as session:
         alert = session.scalar(select(Alert).where(Alert.id == world.alert_ids["open:read-only-revoked"]))
         assert alert is not None and alert.state == "resolved"
@@ -94,7 +97,9 @@ def test_server_page_shows_decisions_and_the_diff_page_approves(browser: TestCli
     assert 'revoked <span class="tool">lookup</span>' in history
     assert "the access-time update is intended" in history and "dashboard" not in history
     events = history[history.index("revoked") :]
-    assert events.index("config") < events.index("trust on first use"), "newest first, each with its actor"
+    assert events.index("Administrator") < events.index("trust on first use"), (
+        "newest first, each with its actor"
+    )
 
 
 def test_without_a_sign_in_the_forms_are_not_offered(world: World) -> None:

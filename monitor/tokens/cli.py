@@ -45,12 +45,19 @@ def _run_create(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CommandError(f"--expires: {exc}") from None
     caller, now = command_line(), datetime.now(UTC)
-    store = open_store(load(args))
+    config = load(args)
+    store = open_store(config)
     try:
         with store.sessions.begin() as session:
             try:
                 record, secret = create_token(
-                    session, args.name, Role(args.role), by=caller.name, now=now, expires=expires
+                    session,
+                    args.name,
+                    Role(args.role),
+                    by=caller.name,
+                    now=now,
+                    expires=expires,
+                    configured=config.monitor.api_token_name,
                 )
             except TokenError as exc:
                 raise CommandError(str(exc)) from None

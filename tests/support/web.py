@@ -30,7 +30,7 @@ from starlette.routing import Mount
 
 from monitor.app import create_app
 from monitor.config import Config, MonitorSettings
-from monitor.core.roles import CONFIG_NAME, Role
+from monitor.core.roles import CONFIG_NAME, DEFAULT_TOKEN_NAME, Role
 from monitor.identity.signin import SESSION_COOKIE
 from monitor.identity.storage import create_token
 from monitor.notify.alerts import Alerting
@@ -128,9 +128,10 @@ def session_value(app: FastAPI, who: str = CONFIG_NAME, *, at: float | None = No
 def add_token(
     store: Store, name: str, role: Role | str, *, expires: timedelta | None = None, at: datetime = NOW
 ) -> str:
-    """A named token made as `drift-monitor token create` makes it (by `config`, at `at`); its secret."""
+    """A named token made as the configured token makes it over the API (by `DEFAULT_TOKEN_NAME`, at
+    `at`); its secret."""
     with store.sessions.begin() as session:
-        _, secret = create_token(session, name, Role(role), by=CONFIG_NAME, now=at, expires=expires)
+        _, secret = create_token(session, name, Role(role), by=DEFAULT_TOKEN_NAME, now=at, expires=expires)
     return secret
 
 
