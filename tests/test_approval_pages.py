@@ -60,6 +60,7 @@ def test_server_page_shows_decisions_and_the_diff_page_approves(browser: TestCli
         "lookup, purge and the hostile tool; export is gone"
     )
     assert "also resolve the 1 open alert these changes raised" in diff.text
+    assert "also resolve the 1 open alert the changes up to v4 raised" in page.text
     refused = browser.post("/servers/search/approve", data={"version": "4", "back": "diff", "from": "1"})
     assert refused.status_code == 403, "no CSRF token"
     done = browser.post(
@@ -87,8 +88,11 @@ def test_server_page_shows_decisions_and_the_diff_page_approves(browser: TestCli
         alert = session.scalar(select(Alert).where(Alert.id == world.alert_ids["open:read-only-revoked"]))
         assert alert is not None and alert.state == "resolved"
 
+    again = browser.get(done.headers["location"]).text
+    assert "Approve every tool as in v4" in again and "also resolve" not in again, "no 0 alerts offered"
     page = browser.get("/servers/search")
     assert decision_row(page.text, "lookup") == "allow"
+    assert "also resolve" not in page.text
     revoked = browser.post("/servers/search/revoke?tool=lookup", data={"csrf_token": csrf_of(page)})
     assert revoked.status_code == 303
     assert decision_row(browser.get("/servers/search").text, "lookup") == "deny", "revoked"

@@ -182,8 +182,9 @@ def test_from_a_webhooks_link_to_acting_on_the_alert_click_by_click(
     page: Any, live_server: tuple[str, World]
 ) -> None:
     """A webhook's `url` is `/alerts/{id}`. From there, with no other page: acknowledge is one click,
-    silence-and-resolve one click, approve one click and its confirmation, resolve one click; the
-    page then says why each ended."""
+    silence-and-resolve one click, approve one click and its confirmation (which lands back on the
+    alert, saying what was approved and by whom), resolve one click; the page then says why each
+    ended."""
     base, world = live_server
     revoked = world.alert_ids["open:read-only-revoked"]
     hidden = world.alert_ids["open:hidden-text-in-description"]
@@ -198,7 +199,9 @@ def test_from_a_webhooks_link_to_acting_on_the_alert_click_by_click(
 
     page.get_by_role("button", name="Approve lookup as in v2…").click()  # click 1: what it will do
     page.get_by_role("button", name="Approve — as Administrator").click()  # click 2: approved, resolved
-    page.goto(f"/alerts/{revoked}")
+    page.wait_for_url(f"{base}/alerts/{revoked}")  # back where the approval was asked for
+    said = page.get_by_role("status").inner_text()
+    assert said == f"Administrator approved 'lookup' of search as in v2, resolving alert(s) #{revoked}."
     assert "approved by Administrator as in v2" in page.locator("main").inner_text()
 
     page.goto(f"/alerts/{hidden}")  # another webhook's link

@@ -4,8 +4,9 @@ The server page shows each current tool's decision with its reason and the kept 
 decisions; it, the diff page and the alert page carry the approve forms. Approving asks first: the
 form leads to a page that says what will be approved, in which version, and which open alerts it
 will resolve, and only its "Approve" button approves, as the signed-in approver (the actor of the
-events, the resolutions and their audit entry). Revoking is one click: it only ever makes decisions
-stricter.
+events, the resolutions and their audit entry). Then the person is back where they came from (the
+alert's page, the diff, the server's approvals), where a banner says what was approved, by whom.
+Revoking is one click: it only ever makes decisions stricter.
 """
 
 from __future__ import annotations
@@ -36,16 +37,19 @@ TheServer = Annotated[ServerRecord, Depends(page_server_or_404)]
 
 def server_approvals(request: Request, session: Session, server: ServerRecord) -> dict[str, Any]:
     """What the server page shows about approvals: each current tool's decision, the history and
-    the kept decisions, and whether the person may approve."""
+    the kept decisions, whether the person may approve, and how many open alerts approving every
+    tool would resolve (the form offers to resolve them only when there are some)."""
     current = point_of(request).current(server.name, session)
     row = session.get_one(Server, server.id)
     verdicts = current[1] if current else {}
+    version = server.current.version if server.current else None
     return {
         "approval_mode": server.approval,
         "verdicts": verdicts,
         "approval_history": storage.history(session, row)[:50],
         "decisions": storage.recent_decisions(session, server.id),
         "can_approve": caller_of(request).may(Permission.APPROVE),
+        "resolvable": resolvable_alerts(session, server, version, None) if version is not None else 0,
     }
 
 
@@ -56,8 +60,14 @@ def resolvable_alerts(session: Session, server: ServerRecord, version: int, tool
 
 
 def _back(server: str, fields: dict[str, str]) -> str:
+    """Where the person came from, and goes back to (the confirmation's Cancel, and after
+    approving): the alert's page, the diff or the server's approvals."""
     target = f"/servers/{quote(server, safe='')}"
-    if fields.get("back", "server") == "diff":
+    back = fields.get("back", "server")
+    alert = number_param(fields.get("alert"), "alert") if back == "alert" else None
+    if alert is not None:
+        return f"/alerts/{alert}"
+    if back == "diff":
         return f"{target}/diff?from={quote(fields.get('from', ''))}&to={quote(fields.get('version', ''))}"
     return f"{target}#approvals"
 
