@@ -9,6 +9,7 @@ from typing import Any
 
 from monitor.console.common import EXIT_OK, CommandError, command_line, config_option, load, open_store
 from monitor.core.roles import Role
+from monitor.core.times import utc_text
 
 
 def register(commands: Any) -> None:
@@ -64,7 +65,7 @@ def _run_create(args: argparse.Namespace) -> int:
             record_event(session, caller, "token.create", args.name, at=now, detail={"role": args.role})
     finally:
         store.engine.dispose()
-    until = f", valid until {record.expires_at.isoformat(timespec='seconds')}" if record.expires_at else ""
+    until = f", valid until {utc_text(record.expires_at)}" if record.expires_at else ""
     print(
         f"token {record.name!r} ({record.role.value}{until}); its secret, shown this once:", file=sys.stderr
     )
