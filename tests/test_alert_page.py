@@ -203,8 +203,11 @@ def test_approving_from_an_alert_resolves_it_and_comes_back_to_it(
     action = "/servers/tenants/approve?tool=purge_tenant"
     form = form_fields(page, action)
     assert (form["back"], form["alert"], form["version"]) == ("alert", str(revoked), "2")
-    asked = browser.post(action, data=form)
-    assert asked.status_code == 200, "approving asks first"
+    posted = browser.post(action, data=form)
+    assert posted.status_code == 303, "approving asks first, on a page of its own"
+    assert posted.headers["location"].startswith(f"{action}&version=2&")
+    asked = browser.get(posted.headers["location"])
+    assert asked.status_code == 200
     assert "Approve — as dana" in asked.text and f'href="/alerts/{revoked}"' in asked.text
     assert f'<a href="/alerts/{revoked}">Cancel</a>' in asked.text, "Cancel goes back to the alert"
     assert f'href="/alerts/{unreachable}"' not in asked.text, "the confirmation lists what it resolves"

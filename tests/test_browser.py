@@ -155,6 +155,9 @@ def test_approve_a_version_from_the_diff_page(page: Any, live_server: tuple[str,
     page.get_by_label("Note").fill("the access-time update is intended")
     page.get_by_role("button", name="Approve every tool as in v4").click()
     page.get_by_role("heading", name="Approve every tool as in v4?").wait_for()
+    assert page.url.startswith(f"{base}/servers/search/approve?version=4&"), "an address of its own"
+    page.reload()  # a reload (or the address, copied) asks again and changes nothing
+    page.get_by_role("heading", name="Approve every tool as in v4?").wait_for()
     assert (
         "It resolves 1 open alert" in page.content()
         and "the access-time update is intended" in page.content()

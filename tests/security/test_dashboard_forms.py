@@ -157,6 +157,10 @@ def page_urls(world: World) -> dict[str, list[str]]:
         "/servers/{name}": ["/servers/hostile", "/servers/html-error"],
         "/servers/{name}/diff": ["/servers/hostile/diff", "/servers/hostile/diff?from=1&to=2"],
         "/servers/{name}/views/diff": ["/servers/hostile/views/diff?view=bare"],
+        "/servers/{name}/approve": [
+            f"/servers/hostile/approve?tool={quote(name, safe='')}&version=2&note={quote(SCRIPT)}"
+            for name in world.tool_names[:2]
+        ],
         "/servers/{name}/tools/{tool:toolname}": tools,
         "/servers/{name}/tool": [
             f"/servers/hostile/tool?tool={quote(name, safe='')}" for name in world.tool_names

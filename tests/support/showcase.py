@@ -171,6 +171,7 @@ def act(client: Any) -> None:
 
 NO_TABLE = {
     "/login": "a form, no table",
+    "/servers/{name}/approve": "a confirmation, no table",
     "/servers/{name}/definitions/{fingerprint}": "JSON, not a page",
     "/servers/{name}/polls/{attempt_id}/raw": "plain text, not a page",
 }
