@@ -140,6 +140,7 @@ def create_app(
     identity = Identity(
         sessions=store.sessions,
         token=token,
+        token_name=config.monitor.api_token_name,
         auth=config.auth,
         signer=Signer(read_key, token),
         log=audit,

@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """The product's outside, written to a folder: the API's OpenAPI document and every dashboard page's
-HTML for one seeded incident, so that a change meant to keep behaviour (moving code between
+HTML for one seeded history, so that a change meant to keep behaviour (moving code between
 packages, replacing a helper by a library) can be shown to keep it.
 
     .venv/bin/python tests/surface.py dump OUT       # write OUT/openapi.json and OUT/pages/*.html
     .venv/bin/python tests/surface.py compare A B    # the files that differ, and how (exit 1 if any)
 
 Run `dump` on the code before the change and on the code after it, then `compare` the two folders.
-The data is `support.incident`'s incident, plus an approval, a silence, a named token, host hook
-decisions and an acknowledged alert made through the API; the clock stands at `support.world.NOW`.
-Pages are found by following every link from the overview (GET only, the same origin, at most
-`MAX_PAGES`), with a visitor's sign-in page too. What changes from run to run (the CSRF tokens) is
-written as a placeholder, so two dumps of the same code are the same.
+The data is `support.showcase`'s: the incident, a server with long names, and an approval, a
+silence, a named token, host hook decisions and an acknowledged alert made through the API; the
+clock stands at `support.world.NOW`. Pages are found by following every link from the overview (GET
+only, the same origin, at most `MAX_PAGES`: `support.showcase.crawl`), with a visitor's sign-in page
+too. What changes from run to run (the CSRF tokens) is written as a placeholder, so two dumps of
+the same code are the same.
 """
 
 from __future__ import annotations
@@ -23,21 +24,17 @@ import json
 import re
 import sys
 import tempfile
-from collections import deque
 from pathlib import Path
-from typing import Any
-from urllib.parse import urljoin, urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from support.incident import incident_policy, seed_incident
+from support.incident import incident_policy
+from support.showcase import act, crawl, seed_showcase
 from support.web import web_client
 
 from monitor.store import Store, make_engine, migrate
 
 MAX_PAGES = 400
-SKIPPED = ("/static/", "/logout", "/api/")
-"""Paths the crawl does not follow: files, signing out (it would end the crawl's session) and the API."""
 
 STARTS = (
     "/",
@@ -61,15 +58,15 @@ def dump(out: Path) -> int:
         engine = make_engine(f"sqlite:///{Path(folder) / 'surface.db'}")
         migrate(engine)
         policy = incident_policy()
-        incident = seed_incident(Store(engine, hooks=[policy]), policy)
+        showcase = seed_showcase(Store(engine, hooks=[policy]), policy)
         try:
-            with web_client(incident.store, alerting=policy) as api:
+            with web_client(showcase.store, alerting=policy) as api:
                 act(api)
-            with web_client(incident.store, auth="session", alerting=policy) as browser:
-                pages = crawl(browser)
-            with web_client(incident.store, auth=None, alerting=policy) as visitor:
-                pages.update(crawl(visitor, ("/login", "/login?next=/alerts/3")))
-            with web_client(incident.store, alerting=policy) as api:
+            with web_client(showcase.store, auth="session", alerting=policy) as browser:
+                pages = normalised(crawl(browser, STARTS, MAX_PAGES))
+            with web_client(showcase.store, auth=None, alerting=policy) as visitor:
+                pages.update(normalised(crawl(visitor, ("/login", "/login?next=/alerts/3"), MAX_PAGES)))
+            with web_client(showcase.store, alerting=policy) as api:
                 openapi = api.get("/api/v1/openapi.json").json()
         finally:
             engine.dispose()
@@ -83,64 +80,8 @@ def dump(out: Path) -> int:
     return 0
 
 
-def act(client: Any) -> None:
-    """An approval, a silence, a named token, an acknowledgement and host hook decisions."""
-    requests = [
-        ("post", "/api/v1/servers/github/approvals", {"note": "reviewed the merge tool"}),
-        ("post", "/api/v1/servers/tickets/approvals", {}),
-        ("put", "/api/v1/servers/slack/approval", {"mode": "tofu"}),
-        (
-            "post",
-            "/api/v1/silences",
-            {"server": "slack", "rule": "tool-added", "duration": "2h", "reason": "planned release"},
-        ),
-        ("post", "/api/v1/tokens", {"name": "ci-gate", "role": "decide"}),
-        ("post", "/api/v1/alerts/13/ack", {"note": "looking"}),
-        ("post", "/api/v1/decisions", {"server": "github", "tool": "merge_pr"}),
-        ("post", "/api/v1/decisions", {"server": "search", "tool": "search_docs"}),
-        ("post", "/api/v1/decisions", {"server": "tickets", "tool": "open_ticket"}),
-        (
-            "post",
-            "/api/v1/hooks/claude-code",
-            {
-                "session_id": "s-1",
-                "transcript_path": "/tmp/t.jsonl",
-                "cwd": "/tmp",
-                "hook_event_name": "PreToolUse",
-                "tool_name": "mcp__github__merge_pr",
-                "tool_input": {},
-            },
-        ),
-    ]
-    for method, path, body in requests:
-        answer = client.request(method, path, json=body)
-        if answer.status_code >= 300:
-            print(
-                f"surface: {method.upper()} {path}: {answer.status_code} {answer.text[:300]}", file=sys.stderr
-            )
-
-
-def crawl(client: Any, starts: tuple[str, ...] = STARTS) -> dict[str, tuple[int, str]]:
-    """Every page reachable from `starts` by links: path -> (status, normalised HTML)."""
-    found: dict[str, tuple[int, str]] = {}
-    queue = deque(starts)
-    seen = set(starts)
-    while queue and len(found) < MAX_PAGES:
-        path = queue.popleft()
-        answer = client.get(path)
-        html = normalise(answer.text)
-        found[path] = (answer.status_code, html)
-        if "text/html" not in answer.headers.get("content-type", ""):
-            continue
-        for link in re.findall(r'href="([^"#]*)', html):
-            target = urljoin(path, link.replace("&amp;", "&"))
-            parts = urlsplit(target)
-            if parts.netloc or not parts.path.startswith("/") or parts.path.startswith(SKIPPED):
-                continue
-            if target not in seen:
-                seen.add(target)
-                queue.append(target)
-    return found
+def normalised(pages: dict[str, tuple[int, str]]) -> dict[str, tuple[int, str]]:
+    return {path: (status, normalise(html)) for path, (status, html) in pages.items()}
 
 
 def normalise(html: str) -> str:

@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from support import read_only_flip, record_poll, webhook_secret
-from support.web import add_token, bearer, hold_session, session_value, web_client
+from support.web import add_token, bearer, hold_session, page_text, session_value, web_client
 from support.world import T0
 
 from monitor.config import ServerConfig
@@ -180,30 +180,51 @@ def test_an_acknowledged_critical_stays_on_the_overview_and_the_server_page(
     assert f'href="/alerts/{alert_id}"' in server and "acknowledged by dana" in server
 
 
-def test_approving_from_the_alert_page_resolves_it(alerted: Store, browser: TestClient) -> None:
+def form_fields(html: str, action: str) -> dict[str, str]:
+    """The fields the form posting to `action` sends (its hidden inputs, as a browser would)."""
+    start = html.index(f'action="{action}"')
+    form = html[start : html.index("</form>", start)]
+    return dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form))
+
+
+def test_approving_from_an_alert_resolves_it_and_comes_back_to_it(
+    alerted: Store, browser: TestClient
+) -> None:
     """The alert page of a tool change offers approval of the tool as it now stands. Must hold: the
-    form approves that version of that tool and the alert resolves; a server-level alert has no form."""
+    form approves that version of that tool and the alert resolves; the person then lands on the
+    alert's page again (so does Cancel), whose banner says what was approved and by whom; a
+    server-level alert has no form."""
     with alerted.sessions() as session:
         revoked = session.scalars(select(Alert.id).where(Alert.rule == "read-only-revoked")).one()
         unreachable = session.scalars(select(Alert.id).where(Alert.rule == "server-unreachable")).one()
     page = browser.get(f"/alerts/{revoked}").text
     assert "Approve purge_tenant as in v2" in page
     assert "/approve" not in browser.get(f"/alerts/{unreachable}").text
-    form = {"csrf_token": csrf_of(page), "version": "2", "from": "1", "back": "diff", "resolve_alerts": "on"}
-    asked = browser.post("/servers/tenants/approve?tool=purge_tenant", data=form)
-    assert asked.status_code == 200, "approving asks first"
-    assert "Approve as dana" in asked.text and f'href="/alerts/{revoked}"' in asked.text
+    action = "/servers/tenants/approve?tool=purge_tenant"
+    form = form_fields(page, action)
+    assert (form["back"], form["alert"], form["version"]) == ("alert", str(revoked), "2")
+    posted = browser.post(action, data=form)
+    assert posted.status_code == 303, "approving asks first, on a page of its own"
+    assert posted.headers["location"].startswith(f"{action}&version=2&")
+    asked = browser.get(posted.headers["location"])
+    assert asked.status_code == 200
+    assert "Approve — as dana" in asked.text and f'href="/alerts/{revoked}"' in asked.text
+    assert f'<a href="/alerts/{revoked}">Cancel</a>' in asked.text, "Cancel goes back to the alert"
     assert f'href="/alerts/{unreachable}"' not in asked.text, "the confirmation lists what it resolves"
     with alerted.sessions() as session:
         assert session.get_one(Alert, revoked).state == "open", "nothing happened before the confirmation"
     confirm = dict(re.findall(r'name="([^"]+)" value="([^"]*)"', asked.text))
     assert confirm["confirm"] == "yes" and confirm["version"] == "2"
-    approved = browser.post("/servers/tenants/approve?tool=purge_tenant", data=confirm)
+    approved = browser.post(action, data=confirm)
     assert approved.status_code == 303, approved.text
-    assert (
-        "dana approved &#39;purge_tenant&#39; of tenants as in v2"
-        in browser.get(approved.headers["location"]).text
+    assert approved.headers["location"] == f"/alerts/{revoked}", "back on the alert's page"
+    landed = browser.get(approved.headers["location"]).text
+    banner = re.search(r'<p class="flash" role="status">(.*?)</p>', landed)
+    assert banner is not None
+    assert page_text(banner.group(1)) == (
+        f"dana approved 'purge_tenant' of tenants as in v2, resolving alert(s) #{revoked}."
     )
+    assert "approved by dana as in v2" in page_text(landed), "and the alert says why it ended"
     with alerted.sessions() as session:
         alert = session.get_one(Alert, revoked)
         assert (alert.state, alert.resolved_by, alert.resolve_note) == (
@@ -321,7 +342,9 @@ def test_the_alert_page_answers_what_changed_what_hosts_get_and_acts_in_one_clic
     page = browser.get(urlsplit(webhook_urls(alerted)["read-only-revoked"]).path).text
     assert "Before and after: v1 → v2" in page and "read-only" in page
     assert "What hosts are told now" in page
-    assert re.search(r'purge_tenant</a></th><td><span class="decision decision-deny">deny</span>', page), page
+    assert re.search(
+        r'purge_tenant</a></th><td[^>]*><span class="decision decision-deny">deny</span>', page
+    ), page
     assert "<code>gw-7</code>" in page, "the session that still holds the old listing"
     assert f'href="/alerts/{revoked}"' in browser.get("/servers/tenants/diff?from=1&to=2").text
 

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from urllib.parse import urlencode
 
 import pytest
 from fastapi.testclient import TestClient
 from httpx import Response
-from sqlalchemy import create_engine, select
-from support.web import TOKEN, web_client
+from sqlalchemy import create_engine, func, select
+from support.web import TOKEN, add_token, hold_session, page_text, session_value, web_client
 from support.world import World
 
 from monitor.store import Store
+from monitor.store.access import Approval
 from monitor.store.models import Alert
 
 
@@ -38,7 +40,8 @@ def sign_in(browser: TestClient) -> None:
 
 def decision_row(html: str, tool: str) -> str:
     match = re.search(
-        rf'<a href="[^"]*/tools/{tool}"[^>]*>{tool}</a></th>\s*<td><span class="decision decision-(\w+)"',
+        rf'<a href="[^"]*/tools/{tool}"[^>]*>{tool}</a></th>\s*'
+        r'<td[^>]*><span class="decision decision-(\w+)"',
         html,
     )
     assert match, f"no decision row for {tool}"
@@ -59,6 +62,7 @@ def test_server_page_shows_decisions_and_the_diff_page_approves(browser: TestCli
         "lookup, purge and the hostile tool; export is gone"
     )
     assert "also resolve the 1 open alert these changes raised" in diff.text
+    assert "also resolve the 1 open alert the changes up to v4 raised" in page.text
     refused = browser.post("/servers/search/approve", data={"version": "4", "back": "diff", "from": "1"})
     assert refused.status_code == 403, "no CSRF token"
     done = browser.post(
@@ -78,13 +82,19 @@ def test_server_page_shows_decisions_and_the_diff_page_approves(browser: TestCli
     alert_id = world.alert_ids["open:read-only-revoked"]
     banner = re.search(r'<p class="flash"[^>]*>(.*?)</p>', browser.get(done.headers["location"]).text)
     assert banner is not None
-    assert banner.group(1) == f"config approved 4 tools of search as in v4, resolving alert(s) #{alert_id}."
+    assert (
+        banner.group(1)
+        == f"Administrator approved 4 tools of search as in v4, resolving alert(s) #{alert_id}."
+    )
     with world.store.sessions() as session:
         alert = session.scalar(select(Alert).where(Alert.id == world.alert_ids["open:read-only-revoked"]))
         assert alert is not None and alert.state == "resolved"
 
+    again = browser.get(done.headers["location"]).text
+    assert "Approve every tool as in v4" in again and "also resolve" not in again, "no 0 alerts offered"
     page = browser.get("/servers/search")
     assert decision_row(page.text, "lookup") == "allow"
+    assert "also resolve" not in page.text
     revoked = browser.post("/servers/search/revoke?tool=lookup", data={"csrf_token": csrf_of(page)})
     assert revoked.status_code == 303
     assert decision_row(browser.get("/servers/search").text, "lookup") == "deny", "revoked"
@@ -93,7 +103,9 @@ def test_server_page_shows_decisions_and_the_diff_page_approves(browser: TestCli
     assert 'revoked <span class="tool">lookup</span>' in history
     assert "the access-time update is intended" in history and "dashboard" not in history
     events = history[history.index("revoked") :]
-    assert events.index("config") < events.index("trust on first use"), "newest first, each with its actor"
+    assert events.index("Administrator") < events.index("trust on first use"), (
+        "newest first, each with its actor"
+    )
 
 
 def test_without_a_sign_in_the_forms_are_not_offered(world: World) -> None:
@@ -124,3 +136,57 @@ def test_the_server_page_reads_decisions_in_its_own_connection(world: World, dat
             assert decision_row(page.text, "wipe_index") == "allow"
     finally:
         one.dispose()
+
+
+def test_a_copied_confirmation_address_asks_again_and_changes_nothing(
+    browser: TestClient, world: World
+) -> None:
+    """`GET /servers/NAME/approve?tool=...&version=...`, the address every approve form leads to, as
+    a person copies or bookmarks it. Must hold: someone not signed in is sent to sign in and back
+    there; the approver sees the confirmation, which approves only when its own form is posted; a
+    GET never changes anything; a tool or version that does not exist, or a version that is no
+    number, is an error page saying which (a viewer is refused: the next test)."""
+    url = "/servers/search/approve?tool=lookup&version=2"
+    anonymous = browser.get(url)
+    assert anonymous.status_code == 303
+    assert anonymous.headers["location"] == "/login?" + urlencode({"next": url})
+    sign_in(browser)
+    revoked = world.alert_ids["open:read-only-revoked"]
+    for _ in range(2):  # asked twice, as a reload would
+        page = browser.get(url)
+        assert page.status_code == 200, page.text[:300]
+    shown = " ".join(page_text(page.text).split())
+    assert "Approve lookup as in v2?" in shown and "It resolves 1 open alert" in shown
+    assert 'action="/servers/search/approve?tool=lookup"' in page.text
+    assert 'name="version" value="2"' in page.text and 'name="resolve_alerts" value="on"' in page.text
+    assert '<a href="/servers/search#approvals">Cancel</a>' in page.text
+    with world.store.sessions() as session:
+        by_people = select(func.count()).select_from(Approval).where(Approval.actor != "trust on first use")
+        assert session.scalar(by_people) == 0
+        assert session.get_one(Alert, revoked).state == "open", "a GET changes nothing"
+
+    kept = browser.get(url + "&resolve_alerts=off")
+    assert "It resolves no alert" in page_text(kept.text) and 'name="resolve_alerts" value="off"' in kept.text
+    for wrong, status, says in [
+        ("/servers/search/approve?tool=nope&version=2", 404, "version 2 has no tool named 'nope'"),
+        ("/servers/search/approve?tool=lookup&version=9", 404, "the server has no version 9"),
+        ("/servers/search/approve?version=two", 422, "version: expected a whole number"),
+        ("/servers/nobody/approve?tool=lookup", 404, "nobody"),
+    ]:
+        answer = browser.get(wrong)
+        assert answer.status_code == status, (wrong, answer.status_code)
+        assert says in page_text(answer.text) and "Traceback" not in answer.text, wrong
+
+    confirm = dict(re.findall(r'name="([^"]+)" value="([^"]*)"', page.text))
+    done = browser.post("/servers/search/approve?tool=lookup", data=confirm)
+    assert done.status_code == 303 and done.headers["location"] == "/servers/search#approvals"
+    with world.store.sessions() as session:
+        assert session.get_one(Alert, revoked).state == "resolved", "its own form approved"
+
+
+def test_a_viewer_is_refused_the_confirmation(world: World) -> None:
+    add_token(world.store, "vic", "viewer")
+    with web_client(world.store, auth=None, follow_redirects=False) as viewer:
+        hold_session(viewer, session_value(viewer.app, "vic"))  # type: ignore[arg-type]
+        refused = viewer.get("/servers/search/approve?tool=lookup&version=2")
+    assert refused.status_code == 403 and "approver" in page_text(refused.text)

@@ -155,15 +155,18 @@ def test_approve_a_version_from_the_diff_page(page: Any, live_server: tuple[str,
     page.get_by_label("Note").fill("the access-time update is intended")
     page.get_by_role("button", name="Approve every tool as in v4").click()
     page.get_by_role("heading", name="Approve every tool as in v4?").wait_for()
+    assert page.url.startswith(f"{base}/servers/search/approve?version=4&"), "an address of its own"
+    page.reload()  # a reload (or the address, copied) asks again and changes nothing
+    page.get_by_role("heading", name="Approve every tool as in v4?").wait_for()
     assert (
         "It resolves 1 open alert" in page.content()
         and "the access-time update is intended" in page.content()
     )
     shoot(page, "approve-confirm")
-    page.get_by_role("button", name="Approve as config").click()
+    page.get_by_role("button", name="Approve — as Administrator").click()
     page.wait_for_url(f"{base}/servers/search/diff?from=1&to=4")
     assert (
-        "config approved 4 tools of search as in v4, resolving alert(s)"
+        "Administrator approved 4 tools of search as in v4, resolving alert(s)"
         in page.get_by_role("status").inner_text()
     )
     page.goto("/servers/search#approvals")
@@ -182,8 +185,9 @@ def test_from_a_webhooks_link_to_acting_on_the_alert_click_by_click(
     page: Any, live_server: tuple[str, World]
 ) -> None:
     """A webhook's `url` is `/alerts/{id}`. From there, with no other page: acknowledge is one click,
-    silence-and-resolve one click, approve one click and its confirmation, resolve one click; the
-    page then says why each ended."""
+    silence-and-resolve one click, approve one click and its confirmation (which lands back on the
+    alert, saying what was approved and by whom), resolve one click; the page then says why each
+    ended."""
     base, world = live_server
     revoked = world.alert_ids["open:read-only-revoked"]
     hidden = world.alert_ids["open:hidden-text-in-description"]
@@ -192,18 +196,20 @@ def test_from_a_webhooks_link_to_acting_on_the_alert_click_by_click(
     page.get_by_role("heading", name="What hosts are told now").wait_for()
     shoot(page, "alert", publish=True)
 
-    page.get_by_role("button", name="Acknowledge as config").click()  # click 1: acknowledged
+    page.get_by_role("button", name="Acknowledge — as Administrator").click()  # click 1: acknowledged
     page.get_by_role("status").wait_for()
-    assert "acknowledged by config" in page.locator("main").inner_text()
+    assert "acknowledged by Administrator" in page.locator("main").inner_text()
 
     page.get_by_role("button", name="Approve lookup as in v2…").click()  # click 1: what it will do
-    page.get_by_role("button", name="Approve as config").click()  # click 2: approved, resolved
-    page.goto(f"/alerts/{revoked}")
-    assert "approved by config as in v2" in page.locator("main").inner_text()
+    page.get_by_role("button", name="Approve — as Administrator").click()  # click 2: approved, resolved
+    page.wait_for_url(f"{base}/alerts/{revoked}")  # back where the approval was asked for
+    said = page.get_by_role("status").inner_text()
+    assert said == f"Administrator approved 'lookup' of search as in v2, resolving alert(s) #{revoked}."
+    assert "approved by Administrator as in v2" in page.locator("main").inner_text()
 
     page.goto(f"/alerts/{hidden}")  # another webhook's link
     page.get_by_role("button", name="Silence for 4h").click()  # click 1: silenced and resolved
     page.get_by_role("status").wait_for()
     assert page.url == f"{base}/alerts/{hidden}"
-    assert "silenced by config until" in page.locator("main").inner_text()
+    assert "silenced by Administrator until" in page.locator("main").inner_text()
     assert page.problems == [], page.problems

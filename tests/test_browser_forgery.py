@@ -127,7 +127,7 @@ def test_a_forged_same_site_post_is_refused(store: Store, plant: bool) -> None:
             sign_in(page, secret, "/servers/search")
         page.goto("/servers/search/diff?from=1&to=4")
         page.get_by_role("button", name=re.compile("Approve every tool")).click()
-        page.get_by_role("button", name="Approve as ana").click()
+        page.get_by_role("button", name="Approve — as ana").click()
         page.wait_for_url(re.compile(r"/servers/search/diff\?from=1&to=4$"))
         assert "ana approved" in page.content()
         assert len(_approvals(store)) > len(approvals_before)

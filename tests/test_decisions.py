@@ -177,7 +177,7 @@ def test_tofu_trusts_the_first_version_and_asks_about_later_tools(tofu: Demo) ->
     assert tofu.client.delete("/api/v1/servers/demo/approvals/lookup").status_code == 404
     lookup_history = tofu.client.get("/api/v1/servers/demo/approvals", params={"tool": "lookup"}).json()
     assert [(h["action"], h["actor"]) for h in lookup_history] == [
-        ("revoke", "config"),
+        ("revoke", "Administrator"),
         ("approve", "trust on first use"),
     ]
     assert lookup_history[0]["note"] == "re-check"

@@ -17,7 +17,17 @@ from sqlalchemy import Engine, inspect, select, text
 from support import cli, read_only_flip, record_poll, webhook_secret
 from support.browser import live_app
 from support.proxy import auth_proxy
-from support.web import AUTH, TOKEN, add_token, bearer, hold_session, make_app, session_value, web_client
+from support.web import (
+    AUTH,
+    TOKEN,
+    add_token,
+    bearer,
+    hold_session,
+    make_app,
+    page_text,
+    session_value,
+    web_client,
+)
 from support.world import NOW, T0, populate
 
 from monitor.config import AuthSettings, Config, MonitorSettings, ServerConfig
@@ -131,7 +141,7 @@ def test_revoked_expired_and_unknown_tokens_are_refused(store: Store) -> None:
             assert response.status_code == 401, secret
             assert response.headers["www-authenticate"] == "Bearer"
         listed = {t["name"]: t for t in client.get("/api/v1/tokens", headers=AUTH).json()}
-        assert listed["gone"]["revoked_by"] == "config" and listed["gone"]["revoked_at"] is not None
+        assert listed["gone"]["revoked_by"] == "Administrator" and listed["gone"]["revoked_at"] is not None
         assert "secret" not in json.dumps(listed) and revoked not in json.dumps(listed)
 
 
@@ -144,7 +154,7 @@ def test_the_tokens_api_shows_a_secret_once_and_stores_only_its_hash(store: Stor
         )
         assert made.status_code == 201, made.text
         secret = made.json()["secret"]
-        assert made.json()["role"] == "viewer" and made.json()["created_by"] == "config"
+        assert made.json()["role"] == "viewer" and made.json()["created_by"] == "Administrator"
         assert made.json()["expires_at"] is not None
         assert (
             client.post("/api/v1/tokens", json={"name": "ci", "role": "admin"}, headers=AUTH).status_code
@@ -305,7 +315,10 @@ def test_a_person_behind_a_trusted_proxy_is_named_and_a_forged_header_is_not(sto
         ):
             page = browser.get("/alerts")
             assert page.status_code == 200, page.text[:300]
-            assert "ana@example.com (responder)" in page.text, "the higher of her user and group roles"
+            shown = " ".join(page_text(page.text).split())
+            assert "Signed in as ana@example.com (responder)" in shown, (
+                "the higher of her user and group roles"
+            )
             assert "Sign out" not in page.text, "the proxy signs people out, not the monitor"
             assert browser.get("/audit").status_code == 403
         eve = {"X-Forwarded-Email": "eve@example.com"}

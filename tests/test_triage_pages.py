@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from urllib.parse import unquote
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 from support.incident import Incident, incident_policy, seed_incident
-from support.web import web_client
+from support.web import AUTH, page_text, web_client
 
 from monitor.alerts import pages as alert_pages
 from monitor.core.states import AlertState
 from monitor.sessions import pages as session_pages
 from monitor.store import Store
-from monitor.store.models import Alert
+from monitor.store.models import Alert, Server
 
 
 @pytest.fixture
@@ -50,7 +51,7 @@ def test_alerts_are_unresolved_worst_first_then_newest(client: TestClient, incid
     expected = unresolved_worst_first(incident)
     assert listed_alerts(html) == expected and len(expected) == 16  # 3 of them changed-without-version-bump
     assert incident.acknowledged in expected  # acknowledged, not resolved: still listed
-    assert "(4 h ago)" in html and "2026-03-01 13:00:00 UTC" in html  # relative next to absolute
+    assert "(4 h ago)" in html and "2026-03-01 13:00:00 UTC" in page_text(html)  # relative next to absolute
     assert 'href="/servers/search/diff?from=1&amp;to=2"' in html  # the diff that caused an alert
 
 
@@ -145,7 +146,7 @@ def test_search_finds_tools_by_any_part_of_the_name(client: TestClient) -> None:
 def test_search_at_a_minute_answers_the_definition_in_force(client: TestClient) -> None:
     html = client.get("/search?q=lookup&time=2026-03-01T13:10").text
     assert 'lookup <span class="muted">on</span> search' in html
-    assert "2026-03-01 13:00:00 UTC" in html and "v2–v4" in html and "read-only: no" in html
+    assert "2026-03-01 13:00:00 UTC" in page_text(html) and "v2–v4" in html and "read-only: no" in html
     assert "diff v1 → v2" in html and "still in force" in html
     before = client.get("/search?q=export&time=2026-03-01T15:30:00Z").text
     assert "absent" in before and "diff v3 → v4" in before  # removed in v4
@@ -172,3 +173,52 @@ def test_auto_refresh_can_be_turned_off_and_on(client: TestClient) -> None:
     assert away.headers["location"] == "/"  # only local paths
     assert meta in client.get("/sessions").text
     assert meta not in client.get("/servers/search/diff").text  # a diff being read never reloads
+
+
+def rows_of(html: str, heading: str) -> list[str]:
+    """The body rows of the table after the heading with id `heading`."""
+    section = html[html.index(f'id="{heading}"') :]
+    table = section[: section.index("</table>")]
+    return re.findall(r"<tr>.*?</tr>", table[table.index("<tbody>") :], re.S)
+
+
+def held_back(html: str) -> dict[str, str]:
+    """The alert page's other tools hosts are told to deny or ask about: tool -> decision, in order."""
+    found = {}
+    for row in rows_of(html, "others-h"):
+        tool = re.search(r'href="/servers/[^/"]+/tools/([^"]+)"', row)
+        decision = re.search(r'class="decision decision-(\w+)"', row)
+        assert tool and decision, row
+        found[unquote(tool.group(1))] = decision.group(1)
+    return found
+
+
+def test_an_alert_shows_the_servers_other_tools_held_back(client: TestClient, incident: Incident) -> None:
+    """The alert page lists the server's other tools hosts are told deny or ask now, strictest first,
+    each linking to its tool page. Must hold: the same decisions the decision API gives (the page
+    reuses the decision point, it does not judge again), the alert's own tool and the allowed tools
+    left out; an alert about the server itself lists every tool held back."""
+    revoked = incident.alert_ids["read-only-revoked/lookup"]
+    shown = held_back(client.get(f"/alerts/{revoked}").text)
+    assert list(shown.items()) == [("<script>alert(1)</script>", "deny"), ("purge", "ask")], "strictest first"
+    for tool in ("<script>alert(1)</script>", "purge", "wipe_index", "lookup"):
+        asked = client.post("/api/v1/decisions", json={"server": "search", "tool": tool}, headers=AUTH)
+        assert asked.json()["decision"] == shown.get(tool, "deny" if tool == "lookup" else "allow"), tool
+    with incident.store.sessions() as session:
+        about_search = session.scalars(
+            select(Alert.id)
+            .join(Server, Server.id == Alert.server_id)
+            .where(Server.name == "search", Alert.tool.is_(None), Alert.session_id.is_(None))
+        ).first()
+    assert about_search is not None
+    everything = held_back(client.get(f"/alerts/{about_search}").text)
+    assert list(everything) == ["<script>alert(1)</script>", "lookup", "purge"], "the server's: all of them"
+
+
+def test_the_overviews_recent_changes_link_to_their_alerts(client: TestClient, incident: Incident) -> None:
+    rows = rows_of(client.get("/").text, "changes-h")
+    revoked = incident.alert_ids["read-only-revoked/lookup"]
+    (row,) = [r for r in rows if "<code>read-only-revoked</code>" in r and "/search/tools/lookup" in r]
+    assert f'<a href="/alerts/{revoked}"' in row and "/servers/search/diff?from=1&amp;to=2" in row
+    assert all('href="/alerts/' in r or ">none<" in r for r in rows)
+    assert sum('href="/alerts/' in r for r in rows) >= 10, "each change that raised one"

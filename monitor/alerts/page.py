@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from monitor.approvals.api import point_of
 from monitor.core.rules import Severity
+from monitor.core.states import DecisionKind
 from monitor.identity.callers import page_read, page_respond
 from monitor.notify import handling, silences
 from monitor.sessions import service as host_sessions
@@ -130,7 +131,9 @@ def at_a_glance(
 ) -> dict[str, Any]:
     """What the alert's page answers without a click: the change before/after (the newest diff of a
     tool alert, or what a stale session missed), what hosts are told about each affected tool now,
-    and the sessions that still hold an older listing than the current one."""
+    the server's other tools hosts are told to deny or ask about (the decision point's own answers,
+    strictest first: what else of the server is held back), and the sessions that still hold an
+    older listing than the current one."""
     span = diffs[-1] if diffs else None
     if alert.session_id is not None:
         span = queries.session_diffs(session, [(alert.server, alert.session_id)]).get(
@@ -146,7 +149,12 @@ def at_a_glance(
         ]
     current = point_of(request).current(alert.server, session)
     names = {alert.tool} if alert.tool is not None else {c.change.name for c in changes}
-    verdicts = {name: v for name, v in (current[1] if current else {}).items() if name in names}
+    everyone = current[1] if current else {}
+    verdicts = {name: v for name, v in everyone.items() if name in names}
+    held = [
+        (name, v) for name, v in everyone.items() if name not in names and v.decision != DecisionKind.ALLOW
+    ]
+    others = dict(sorted(held, key=lambda item: (-item[1].decision.strictness, item[0])))
     behind = [
         s
         for s in host_sessions.list_sessions(
@@ -155,7 +163,14 @@ def at_a_glance(
         if s.server == alert.server and s.current_fingerprint and s.fingerprint != s.current_fingerprint
     ]
     server = queries.find_server(session, alert.server)
-    return {"span": span, "changes": changes, "verdicts": verdicts, "behind": behind, "server": server}
+    return {
+        "span": span,
+        "changes": changes,
+        "verdicts": verdicts,
+        "others": others,
+        "behind": behind,
+        "server": server,
+    }
 
 
 @router.post("/alerts/{alert_id}/resolve", response_class=HTMLResponse)

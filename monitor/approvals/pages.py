@@ -2,31 +2,33 @@
 
 The server page shows each current tool's decision with its reason and the kept non-allow
 decisions; it, the diff page and the alert page carry the approve forms. Approving asks first: the
-form leads to a page that says what will be approved, in which version, and which open alerts it
+form leads to a page (`GET /servers/{name}/approve?tool=...&version=...`, an address that can be
+copied or bookmarked) that says what will be approved, in which version, and which open alerts it
 will resolve, and only its "Approve" button approves, as the signed-in approver (the actor of the
-events, the resolutions and their audit entry). Revoking is one click: it only ever makes decisions
-stricter.
+events, the resolutions and their audit entry). Then the person is back where they came from (the
+alert's page, the diff, the server's approvals), where a banner says what was approved, by whom.
+Revoking is one click: it only ever makes decisions stricter.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
 from monitor.approvals import service, storage
 from monitor.approvals.api import point_of, refused
-from monitor.approvals.errors import ApprovalError, Conflict
+from monitor.approvals.errors import ApprovalError
 from monitor.core.roles import Permission
 from monitor.identity.callers import caller_of, page_approve, page_read
 from monitor.store.models import Server
 from monitor.store.records import ServerRecord
 from monitor.web.acts import Acting
 from monitor.web.csrf import CheckedForm
-from monitor.web.deps import Web, page_server_or_404
+from monitor.web.deps import ReadSession, Web, page_server_or_404
 from monitor.web.params import number_param
 from monitor.web.rendering import redirect_with, render
 
@@ -36,16 +38,19 @@ TheServer = Annotated[ServerRecord, Depends(page_server_or_404)]
 
 def server_approvals(request: Request, session: Session, server: ServerRecord) -> dict[str, Any]:
     """What the server page shows about approvals: each current tool's decision, the history and
-    the kept decisions, and whether the person may approve."""
+    the kept decisions, whether the person may approve, and how many open alerts approving every
+    tool would resolve (the form offers to resolve them only when there are some)."""
     current = point_of(request).current(server.name, session)
     row = session.get_one(Server, server.id)
     verdicts = current[1] if current else {}
+    version = server.current.version if server.current else None
     return {
         "approval_mode": server.approval,
         "verdicts": verdicts,
         "approval_history": storage.history(session, row)[:50],
         "decisions": storage.recent_decisions(session, server.id),
         "can_approve": caller_of(request).may(Permission.APPROVE),
+        "resolvable": resolvable_alerts(session, server, version, None) if version is not None else 0,
     }
 
 
@@ -56,10 +61,63 @@ def resolvable_alerts(session: Session, server: ServerRecord, version: int, tool
 
 
 def _back(server: str, fields: dict[str, str]) -> str:
+    """Where the person came from, and goes back to (the confirmation's Cancel, and after
+    approving): the alert's page, the diff or the server's approvals."""
     target = f"/servers/{quote(server, safe='')}"
-    if fields.get("back", "server") == "diff":
+    back = fields.get("back", "server")
+    alert = number_param(fields.get("alert"), "alert") if back == "alert" else None
+    if alert is not None:
+        return f"/alerts/{alert}"
+    if back == "diff":
         return f"{target}/diff?from={quote(fields.get('from', ''))}&to={quote(fields.get('version', ''))}"
     return f"{target}#approvals"
+
+
+CARRIED = ("version", "note", "resolve_alerts", "back", "from", "alert")
+"""What an approve form sends that its confirmation carries on to its own form."""
+
+
+def _address(server: str, tool: str | None, query: dict[str, str] | None = None) -> str:
+    """The approve address of `tool` (None: every tool) of `server`, with `query` after the tool."""
+    pairs = ([("tool", tool)] if tool else []) + list((query or {}).items())
+    return f"/servers/{quote(server, safe='')}/approve" + (f"?{urlencode(pairs)}" if pairs else "")
+
+
+@router.get("/servers/{name}/approve", response_class=HTMLResponse)
+def confirmation(
+    request: Request,
+    _approver: Annotated[None, Depends(page_approve)],
+    server: TheServer,
+    session: ReadSession,
+) -> HTMLResponse:
+    """What approving will do, asked before it is done: the tool (`tool`, else every tool), in which
+    version (`version`, else the current one), the open alerts it resolves (unless
+    `resolve_alerts=off`) and under whose name. Every approve form leads here, so the address can be
+    copied, bookmarked or reloaded. It changes nothing: only its button approves, a form bound to
+    the visitor's session. A version or tool that does not exist is a 404 page saying which."""
+    params = request.query_params
+    tool = params.get("tool") or None
+    tools = [tool] if tool else None
+    fields = {key: params[key] for key in CARRIED if params.get(key)}
+    try:
+        shown = storage.approvable(session, server.id, number_param(fields.get("version"), "version"), tools)
+    except ApprovalError as exc:
+        raise refused(exc) from None
+    resolves = fields.get("resolve_alerts", "on") == "on"
+    fields.update(version=str(shown), resolve_alerts="on" if resolves else "off")
+    return render(
+        request,
+        session,
+        "approve_confirm.html",
+        nav="",
+        server=server,
+        version=shown,
+        tool=tool,
+        fields=fields,
+        resolving=service.alerts_resolved_by(session, server.id, tools, shown) if resolves else [],
+        back=_back(server.name, fields),
+        action=_address(server.name, tool),
+    )
 
 
 @router.post("/servers/{name}/approve", response_class=HTMLResponse)
@@ -71,7 +129,8 @@ def approve(
     server: TheServer,
     act: Acting,
 ) -> Response:
-    """The first post shows what approving will do; the confirming one (`confirm=yes`) approves."""
+    """An approve form's post leads to its confirmation, at an address of its own; the confirmation's
+    post (`confirm=yes`) approves."""
     version = number_param(fields.get("version"), "version")
     tool = request.query_params.get("tool") or None
     tools = [tool] if tool else None
@@ -83,25 +142,9 @@ def approve(
         resolve_alerts=fields.get("resolve_alerts") == "on",
     )
     if fields.get("confirm") != "yes":
-        shown = version or (server.current.version if server.current else None)
-        if shown is None:
-            raise refused(Conflict("the server has not been polled yet: there is nothing to approve"))
-        resolving = (
-            service.alerts_resolved_by(act.session, server.id, tools, shown) if wanted.resolve_alerts else []
-        )
-        return render(
-            request,
-            act.session,
-            "approve_confirm.html",
-            nav="",
-            server=server,
-            version=shown,
-            tool=tool,
-            fields=fields,
-            resolving=resolving,
-            back=_back(server.name, fields),
-            action=request.url.path + (f"?{request.url.query}" if request.url.query else ""),
-        )
+        carried = {key: fields[key] for key in CARRIED if fields.get(key)}
+        carried["resolve_alerts"] = "on" if wanted.resolve_alerts else "off"
+        return RedirectResponse(_address(server.name, tool, carried), status_code=303)
     try:
         done = service.approve(act.session, wanted, actor=act.actor, now=act.at, policy=web.alerting)
     except ApprovalError as exc:

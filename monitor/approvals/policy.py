@@ -23,6 +23,7 @@ from monitor.core.rules.catalog import judged
 from monitor.core.rules.poisoning import instructions_verdicts
 from monitor.core.states import ApprovalMode, DecisionKind
 from monitor.core.text import make_visible
+from monitor.core.times import utc_text
 
 DENY_FROM = Severity.HIGH
 """A change since approval with a finding at or above this is denied; milder changes are asked."""
@@ -279,7 +280,7 @@ def verified(verdict: Verdict, verification: Verification, now: datetime) -> Ver
         return verdict
     if verdict.decision.strictness >= verification.when_stale.strictness:
         return verdict
-    since = f"since {last.isoformat(timespec='seconds')}" if last is not None else "ever"
+    since = f"since {utc_text(last)}" if last is not None else "ever"
     return replace(
         verdict,
         decision=verification.when_stale,

@@ -68,6 +68,25 @@ def _version_tools(
     return row.version, tools, row.instructions_digest if row.instructed else None
 
 
+def _held(version: int, held: dict[str, str], tools: Sequence[str] | None) -> list[str]:
+    """The names of `tools` (None: every tool `held`), each once; a tool the version does not hold
+    is refused."""
+    names = sorted(held) if tools is None else list(dict.fromkeys(tools))
+    missing = [name for name in names if name not in held]
+    if missing:
+        raise NotFound(f"version {version} has no tool named {', '.join(repr(n) for n in missing)}")
+    return names
+
+
+def approvable(session: Session, server_id: int, version: int | None, tools: Sequence[str] | None) -> int:
+    """The version approving `tools` (None: all) as in `version` (None: the current one) would
+    approve, refused as `record_approvals` would refuse it (`NotFound`, `Conflict`), writing nothing:
+    what a confirmation page checks before it asks."""
+    approved_version, held, _ = _version_tools(session, server_id, version)
+    _held(approved_version, held, tools)
+    return approved_version
+
+
 def record_approvals(
     session: Session,
     server: Server,
@@ -85,10 +104,7 @@ def record_approvals(
     The instructions' approval is an event with no tool, naming their digest.
     """
     approved_version, held, instructions = _version_tools(session, server.id, version)
-    names = sorted(held) if tools is None else list(dict.fromkeys(tools))
-    missing = [name for name in names if name not in held]
-    if missing:
-        raise NotFound(f"version {approved_version} has no tool named {', '.join(repr(n) for n in missing)}")
+    names = _held(approved_version, held, tools)
     events = [
         Approval(
             server_id=server.id,

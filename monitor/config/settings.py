@@ -16,7 +16,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from monitor.config.durations import Duration, DurationOrOff
 from monitor.core.findings import Severity
 from monitor.core.hosts import HostPolicy, check_host_entry
-from monitor.core.roles import Role
+from monitor.core.roles import DEFAULT_TOKEN_NAME, Role
 
 
 class MonitorSettings(BaseSettings):
@@ -64,6 +64,10 @@ class MonitorSettings(BaseSettings):
     public_url: str = "http://127.0.0.1:8000"
     """Where the dashboard is reachable, for links in webhook payloads."""
     api_token_env: str = "DRIFT_MONITOR_API_TOKEN"  # noqa: S105 - the variable's name, not a token
+    api_token_name: str = Field(default=DEFAULT_TOKEN_NAME, min_length=1, max_length=200)
+    """Who the configured token is: the name shown to whoever signs in with it and recorded as the
+    actor of what it changes (the audit log, alerts, approvals, webhooks). Records made before this
+    setting existed keep the name they were made under, `config`."""
     import_: str | list[str] | None = Field(default=None, alias="import")
     """Host files to import servers from (docs/integrations.md): one path or several."""
     allowed_server_hosts: list[str] = Field(default_factory=list)
@@ -89,6 +93,15 @@ class MonitorSettings(BaseSettings):
                 f"unsupported database {scheme!r}: use sqlite:///PATH or postgresql+psycopg://USER@HOST/DB"
             )
         return url
+
+    @field_validator("api_token_name")
+    @classmethod
+    def _token_name(cls, name: str) -> str:
+        """A name a person reads as someone: printable and not blank, its surrounding space cut."""
+        name = name.strip()
+        if not name or not name.isprintable():
+            raise ValueError("a name of printable characters, not empty")
+        return name
 
     @field_validator("allowed_server_hosts")
     @classmethod

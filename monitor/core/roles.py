@@ -85,7 +85,11 @@ class Via(enum.StrEnum):
 
 
 CONFIG_NAME = "config"
-"""The name of the token configured by `api_token_env`: an admin."""
+"""How a dashboard session names the token configured by `api_token_env` (an admin), and the name
+it acted under before `api_token_name`: no named token may take it, so a session signed in with the
+configured token can never be read as a named one, whatever `api_token_name` says."""
+DEFAULT_TOKEN_NAME = "Administrator"  # noqa: S105 - a person's name, not a secret
+"""The name the configured token acts under unless `[monitor] api_token_name` gives another."""
 
 
 @dataclass(frozen=True)
@@ -93,8 +97,8 @@ class Caller:
     """Who a request or a command is, and what it may do."""
 
     name: str
-    """The actor of its changes: a token's name, `config`, a proxy-authenticated person, `anonymous`,
-    or `command line (<user>)`."""
+    """The actor of its changes: a token's name, the configured token's (`api_token_name`), a
+    proxy-authenticated person, `anonymous`, or `command line (<user>)`."""
     role: Role | None
     """None: nobody in particular (anonymous, or a failed sign-in)."""
     via: Via

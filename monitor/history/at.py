@@ -7,11 +7,11 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 
+from monitor.core.times import utc_text
 from monitor.identity.callers import page_read
 from monitor.store import queries
 from monitor.web.deps import ReadSession, find_server_or_404
 from monitor.web.diffview import HintBadge, hint_badges
-from monitor.web.filters import iso
 from monitor.web.params import instant_param
 from monitor.web.rendering import render
 
@@ -37,7 +37,7 @@ def at_page(
             first = queries.first_snapshot_time(session, record.id)
             message = (
                 f"{record.name} had no recorded listing at that time; its first version was seen "
-                f"{iso(first)}."
+                f"{utc_text(first)}."
                 if first
                 else f"{record.name} has no recorded listing yet."
             )

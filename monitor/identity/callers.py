@@ -3,8 +3,8 @@
 A request is identified once, by the `Authenticate` middleware, before any route reads its body:
 
 1. `Authorization: Bearer <secret>` (or, on ToolHive's endpoint, the secret as the password of
-   Basic authentication): the configured token (`config`, admin) or a named token; a secret that is
-   neither, or revoked, or expired, is a 401 at once, recorded in the audit log.
+   Basic authentication): the configured token (an admin named `api_token_name`) or a named token;
+   a secret that is neither, or revoked, or expired, is a 401 at once, recorded in the audit log.
 2. On the dashboard, a person behind a trusted authenticating proxy: the proxy's header, believed
    only from `[auth] trusted_proxies`, with the role `[auth]` gives that person or their groups.
 3. On the dashboard, a signed-in session (`monitor.identity.signin`), whose token is checked again
@@ -67,7 +67,9 @@ class Identity:
 
     sessions: sessionmaker[Session]
     token: str | None
-    """The configured token (`config`, admin), from the variable `api_token_env` names."""
+    """The configured token (an admin), from the variable `api_token_env` names."""
+    token_name: str
+    """Who the configured token is (`api_token_name`): the actor of what it changes."""
     auth: AuthSettings
     signer: Signer
     log: AuditLog
@@ -96,7 +98,7 @@ class Identity:
         signed = self.signer.read_session(session_cookie, time.time()) if session_cookie else None
         if signed is not None and signed.who:
             if signed.who == CONFIG_NAME and self.token is not None:
-                return Caller(CONFIG_NAME, Role.ADMIN, Via.SESSION, source, signed.sid)
+                return self.configured(Via.SESSION, source, signed.sid)
             with self.sessions() as session:
                 found = named_caller(session, signed.who, self.clock(), source, Via.SESSION)
             if found is not None:
@@ -112,9 +114,14 @@ class Identity:
         if self.token is not None and hmac.compare_digest(
             secret.encode("utf-8", "surrogatepass"), self.token.encode("utf-8", "surrogatepass")
         ):
-            return Caller(CONFIG_NAME, Role.ADMIN, Via.TOKEN, source)
+            return self.configured(Via.TOKEN, source)
         found = self.tokens.caller(secret, self.clock(), source)
         return found or Caller("an unknown token", None, Via.REFUSED, source)
+
+    def configured(self, via: Via, source: str, session: str | None = None) -> Caller:
+        """The caller the configured token is: an admin, under `api_token_name`. A dashboard session
+        names it `CONFIG_NAME`, which no named token may take, so renaming it signs nobody out."""
+        return Caller(self.token_name, Role.ADMIN, via, source, session)
 
     def _proxied(self, connection: HTTPConnection, person: str, source: str) -> Caller:
         roles = [self.auth.users[person]] if person in self.auth.users else []

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.orm import Session
 
-from monitor.core.roles import CONFIG_NAME, Caller, Role, Via
+from monitor.core.roles import CONFIG_NAME, DEFAULT_TOKEN_NAME, Caller, Role, Via
 from monitor.identity.records import AuditRecord, TokenRecord
 from monitor.store.access import ApiToken, AuditEvent, WebKey
 from monitor.store.db import insert
@@ -38,11 +38,22 @@ def secret_hash(secret: str) -> str:
 
 
 def create_token(
-    session: Session, name: str, role: Role, *, by: str, now: datetime, expires: timedelta | None
+    session: Session,
+    name: str,
+    role: Role,
+    *,
+    by: str,
+    now: datetime,
+    expires: timedelta | None,
+    configured: str = DEFAULT_TOKEN_NAME,
 ) -> tuple[TokenRecord, str]:
-    """A new token and its secret (returned once, never stored)."""
+    """A new token and its secret (returned once, never stored). Neither the configured token's
+    name (`configured`: `api_token_name`) nor `CONFIG_NAME` may be taken: the audit log would not
+    tell the two apart, and a dashboard session names the configured token `CONFIG_NAME`."""
     if name == CONFIG_NAME:
-        raise TokenError(f"{CONFIG_NAME!r} is the configured token's name")
+        raise TokenError(f"{CONFIG_NAME!r} is reserved for the configured token")
+    if name == configured:
+        raise TokenError(f"{name!r} is the configured token's name ([monitor] api_token_name)")
     if session.scalar(select(ApiToken.id).where(ApiToken.name == name)) is not None:
         raise TokenError(f"a token named {name!r} exists already (revoke it, or pick another name)")
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)

@@ -6,12 +6,13 @@ hear what became of it.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from monitor.core.states import AlertEvent, AlertState, ResolveCause
+from monitor.core.times import utc_text
 from monitor.notify.alerts import Alerting
 from monitor.notify.events import alert_event
 from monitor.notify.lifecycle import resolve
@@ -44,7 +45,7 @@ def acknowledge(
         return None
     if alert.state == AlertState.RESOLVED:
         raise AlertResolved(
-            f"alert {alert_id} was resolved at {_iso(alert.resolved_at)}: nothing to acknowledge"
+            f"alert {alert_id} was resolved at {_when(alert.resolved_at)}: nothing to acknowledge"
         )
     alert.acknowledged_by = alert.acknowledged_by if alert.state == AlertState.ACKNOWLEDGED else by
     alert.ack_note = note or alert.ack_note
@@ -70,7 +71,7 @@ def resolve_by_hand(
     if alert is None:
         return None
     if alert.state == AlertState.RESOLVED:
-        raise AlertResolved(f"alert {alert_id} was already resolved at {_iso(alert.resolved_at)}")
+        raise AlertResolved(f"alert {alert_id} was already resolved at {_when(alert.resolved_at)}")
     alert.resolved_by, alert.resolve_note, alert.resolve_cause = by, note, ResolveCause.BY_HAND
     resolve(session, alert, now, policy=policy)
     return alert
@@ -91,13 +92,12 @@ def resolve_silenced(
         query = query.where(Alert.rule == silence.rule)
     resolved = []
     for alert in session.scalars(query.order_by(Alert.id).with_for_update(of=Alert)):
-        until = silence.ends_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
         alert.resolved_by, alert.resolve_cause = by, ResolveCause.SILENCED
-        alert.resolve_note = f"silenced until {until}: {silence.reason}"
+        alert.resolve_note = f"silenced until {utc_text(silence.ends_at)}: {silence.reason}"
         resolve(session, alert, now, policy=policy)
         resolved.append(alert.id)
     return resolved
 
 
-def _iso(at: datetime | None) -> str:
-    return at.isoformat() if at is not None else "an unknown time"
+def _when(at: datetime | None) -> str:
+    return utc_text(at) if at is not None else "an unknown time"

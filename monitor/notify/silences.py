@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from monitor.core.rules import CATALOG
 from monitor.core.states import AlertState
 from monitor.core.text import make_visible
+from monitor.core.times import utc_text
 from monitor.store.models import Server, Silence
 from monitor.store.records import AlertRecord, SilenceRecord
 
@@ -77,7 +78,7 @@ def create_silence(
     if server is None and tool is None and rule is None:
         raise SilenceError("a silence needs at least one of server, tool or rule: it would mute everything")
     if ends_at <= now:
-        raise EndsTooSoon(f"ends_at {ends_at.isoformat()} is not in the future")
+        raise EndsTooSoon(f"ends_at {utc_text(ends_at)} is not in the future")
     if rule is not None and rule not in CATALOG:
         raise SilenceError(f"unknown rule {make_visible(rule)!r} (see `drift-monitor rules`)")
     if server is not None and session.scalar(select(Server.id).where(Server.name == server)) is None:

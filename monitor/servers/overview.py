@@ -62,6 +62,7 @@ def overview(
         pages=max(1, -(-len(servers) // SERVERS_PER_PAGE)),
         first_shown=(number - 1) * SERVERS_PER_PAGE + 1,
         changes=changes,
+        change_alerts=queries.finding_alerts(session, [change.id for change in changes]),
         min_severity=severity.value if severity else "",
         status_filter=status or "",
         totals={sev: alerts[AlertState.OPEN].get(sev, 0) for sev in SEVERITIES},

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from monitor.console.common import EXIT_OK, CommandError, command_line, config_option, load, open_store
 from monitor.core.text import make_visible
+from monitor.core.times import utc_text
 
 if TYPE_CHECKING:
     from monitor.store.records import SilenceRecord
@@ -114,7 +115,7 @@ def _run_expire(args: argparse.Namespace) -> int:
         store.engine.dispose()
     if record is None:
         raise CommandError(f"no silence {args.id}")
-    print(f"silence {record.id} ended at {record.ends_at.isoformat()}", file=sys.stdout)
+    print(f"silence {record.id} ended at {utc_text(record.ends_at)}", file=sys.stdout)
     return EXIT_OK
 
 
@@ -125,6 +126,6 @@ def _describe(record: SilenceRecord) -> str:
         if value is not None
     )
     return (
-        f"mutes {what} until {record.ends_at.isoformat()}; by {make_visible(record.created_by)}: "
+        f"mutes {what} until {utc_text(record.ends_at)}; by {make_visible(record.created_by)}: "
         f"{make_visible(record.reason)}"
     )

@@ -8,7 +8,7 @@ OpenAPI document. A record never holds a server's headers or any other secret.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
@@ -24,6 +24,7 @@ from monitor.core.states import (
     ServerOrigin,
     ServerStatus,
 )
+from monitor.core.times import utc_text
 from monitor.store.models import Alert, Silence
 
 SEVERITIES: tuple[str, ...] = tuple(s.value for s in sorted(Severity, key=lambda s: -s.rank))
@@ -206,16 +207,32 @@ class ToolVersionRecord(Record):
 
 def resolution(state: str, cause: str | None, by: str | None, note: str | None) -> str | None:
     """One sentence for why an alert ended: "approved by alice as in v3", "resolved by bob: host
-    retired", "silenced by carol until 2026-12-04T09:00:00Z: a planned migration", "the condition
-    cleared" (docs/contract.md section 13). A cause an approval or silence recorded leads its note."""
+    retired", "silenced by carol until 2026-12-04 09:00:00 UTC: a planned migration", "the
+    condition cleared" (docs/contract.md section 13). A cause an approval or silence recorded leads
+    its note."""
     if state != AlertState.RESOLVED:
         return None
     if by is None or cause in (None, ResolveCause.CLEARED):
         return "the condition cleared"
-    if cause in (ResolveCause.APPROVED, ResolveCause.SILENCED) and note:
-        verb = "approved" if cause == ResolveCause.APPROVED else "silenced"
-        return f"{verb} by {by}{note.removeprefix(verb)}"
+    if cause == ResolveCause.SILENCED and note:
+        return f"silenced by {by}{_silence_end(note).removeprefix('silenced')}"
+    if cause == ResolveCause.APPROVED and note:
+        return f"approved by {by}{note.removeprefix('approved')}"
     return f"resolved by {by}" + (f": {note}" if note else "")
+
+
+def _silence_end(note: str) -> str:
+    """A silence's note with its end as people read it (`utc_text`): earlier releases wrote it in ISO
+    8601, with microseconds ("silenced until 2026-12-04T09:00:00.123456Z: why")."""
+    head, colon, why = note.partition(": ")
+    written = head.removeprefix("silenced until ")
+    if written == head:
+        return note
+    try:
+        until = datetime.fromisoformat(written.replace("Z", "+00:00"))
+    except ValueError:
+        return note  # this release's own form, or not a time at all
+    return f"silenced until {utc_text(until if until.tzinfo else until.replace(tzinfo=UTC))}{colon}{why}"
 
 
 class AlertRecord(Record):

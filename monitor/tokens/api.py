@@ -15,7 +15,7 @@ from monitor.identity.callers import may_administer
 from monitor.identity.records import AuditRecord, TokenRecord
 from monitor.identity.storage import TokenError, audit_events, create_token, list_tokens, revoke_token
 from monitor.web.acts import Acting
-from monitor.web.deps import ReadSession
+from monitor.web.deps import ReadSession, Web
 from monitor.web.schemas import ERRORS, INT32_MAX, SERVER_NAME, WRITE_ERRORS, ApiJSONResponse, ErrorOut
 
 router = APIRouter(
@@ -56,7 +56,7 @@ def tokens(session: ReadSession) -> list[TokenRecord]:
     summary="Make a named token with a role; its secret is in this answer only",
     responses={**WRITE_ERRORS, 409: {"model": ErrorOut, "description": "The name is taken"}},
 )
-def make_token(body: TokenIn, act: Acting) -> TokenCreated:
+def make_token(body: TokenIn, act: Acting, web: Web) -> TokenCreated:
     try:
         expires = parse_duration(body.expires) if body.expires else None
     except ValueError as exc:
@@ -69,6 +69,7 @@ def make_token(body: TokenIn, act: Acting) -> TokenCreated:
             by=act.actor,
             now=act.at,
             expires=timedelta(seconds=expires) if expires else None,
+            configured=web.identity.token_name,
         )
     except TokenError as exc:
         raise HTTPException(409, str(exc)) from None

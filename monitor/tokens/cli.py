@@ -9,6 +9,7 @@ from typing import Any
 
 from monitor.console.common import EXIT_OK, CommandError, command_line, config_option, load, open_store
 from monitor.core.roles import Role
+from monitor.core.times import utc_text
 
 
 def register(commands: Any) -> None:
@@ -45,19 +46,26 @@ def _run_create(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CommandError(f"--expires: {exc}") from None
     caller, now = command_line(), datetime.now(UTC)
-    store = open_store(load(args))
+    config = load(args)
+    store = open_store(config)
     try:
         with store.sessions.begin() as session:
             try:
                 record, secret = create_token(
-                    session, args.name, Role(args.role), by=caller.name, now=now, expires=expires
+                    session,
+                    args.name,
+                    Role(args.role),
+                    by=caller.name,
+                    now=now,
+                    expires=expires,
+                    configured=config.monitor.api_token_name,
                 )
             except TokenError as exc:
                 raise CommandError(str(exc)) from None
             record_event(session, caller, "token.create", args.name, at=now, detail={"role": args.role})
     finally:
         store.engine.dispose()
-    until = f", valid until {record.expires_at.isoformat(timespec='seconds')}" if record.expires_at else ""
+    until = f", valid until {utc_text(record.expires_at)}" if record.expires_at else ""
     print(
         f"token {record.name!r} ({record.role.value}{until}); its secret, shown this once:", file=sys.stderr
     )

@@ -25,7 +25,7 @@ class WebContext:
     store: Store
     config: Config
     token: str | None
-    """The configured token (`config`, admin), read from the variable `api_token_env` names."""
+    """The configured token (an admin, `api_token_name`), read from the variable `api_token_env` names."""
     poll_now: PollNow | None
     clock: Callable[[], datetime]
     alerting: Alerting

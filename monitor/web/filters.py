@@ -24,6 +24,7 @@ from markupsafe import Markup, escape
 from monitor.core.fingerprint import NotIJSONError, tool_fingerprint
 from monitor.core.listing import annotations_of
 from monitor.core.text import is_hidden, make_visible
+from monitor.core.times import utc_parts, utc_text
 from monitor.store.records import SEVERITIES
 
 
@@ -70,12 +71,33 @@ def finalize(value: Any) -> Any:
 
 
 def format_time(value: datetime | None) -> Markup:
-    """A `<time>` element; both renderings are digits and punctuation we produce, so no escaping."""
+    """A `<time>` element reading as `monitor.core.times.utc_text` does; both renderings are digits
+    and punctuation we produce, so no escaping."""
     if value is None:
         return Markup('<span class="muted">never</span>')
-    utc = value.astimezone(UTC)
-    text = f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d} {utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}"
-    return Markup(f'<time datetime="{text.replace(" ", "T")}Z">{text} UTC</time>')  # noqa: S704
+    day, clock = utc_parts(value)
+    # A line may end between the day, the time and "UTC", never inside the day at its hyphens.
+    return Markup(f'<time datetime="{day}T{clock}Z"><span class="day">{day}</span> {clock} UTC</time>')  # noqa: S704
+
+
+def format_utc(value: datetime | None) -> str:
+    """The instant as plain text (`utc_text`), where markup cannot go (an `<option>`, an attribute)."""
+    return utc_text(value) if value is not None else "never"
+
+
+ISO_INSTANT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:\d\d)?")
+
+
+def readable(value: Any) -> Any:
+    """A recorded value as a page shows it: an ISO 8601 instant (as the audit log keeps a silence's
+    end, for the API) reads as `utc_text`; anything else is itself."""
+    if isinstance(value, str) and ISO_INSTANT.fullmatch(value):
+        try:
+            instant = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value
+        return utc_text(instant if instant.tzinfo else instant.replace(tzinfo=UTC))
+    return value
 
 
 @pass_context

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Engine, inspect
 from support import tool
 from support.releases import OlderRows
-from support.web import AUTH, TOKEN, web_client
+from support.web import AUTH, TOKEN, page_text, web_client
 
 from monitor.core.fingerprint import CanonicalListing
 from monitor.store import Store, current_revision, downgrade, migrate
@@ -37,17 +37,17 @@ def test_the_configured_token_of_the_previous_release_keeps_working(fresh_engine
         )
         assert hook.status_code == 200 and hook.json() == {}, "approved: no opinion, as before"
         approved = client.post("/api/v1/servers/old/approvals", json={"note": "kept"}, headers=AUTH)
-        assert approved.status_code == 201 and approved.json()["approvals"][0]["actor"] == "config"
+        assert approved.status_code == 201 and approved.json()["approvals"][0]["actor"] == "Administrator"
         assert client.get("/api/v1/tokens", headers=AUTH).json() == [], "no named token yet"
         login = client.get("/login")
         token = login.text.split('name="csrf_token" value="')[1].split('"')[0]
         signed = client.post("/login", data={"csrf_token": token, "token": TOKEN, "next": "/"})
         assert signed.status_code == 303
-        assert "config (admin)" in client.get("/").text
+        assert "Signed in as Administrator (admin)" in " ".join(page_text(client.get("/").text).split())
         audit = client.get("/api/v1/audit", headers=AUTH).json()["items"]
         assert {(e["action"], e["actor"]) for e in audit} >= {
-            ("approval.approve", "config"),
-            ("auth.sign-in", "config"),
+            ("approval.approve", "Administrator"),
+            ("auth.sign-in", "Administrator"),
         }
 
     downgrade(fresh_engine, "0017")

@@ -1,4 +1,4 @@
-"""Shared by the security tests: walking every route, auditing pages for hostile markup, CSRF tokens.
+"""Shared by the security tests: walking every API operation, auditing pages for hostile markup, CSRF tokens.
 
 (`drift-monitor serve` itself runs through tests/support, as everywhere else.)
 """
@@ -8,9 +8,6 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 from typing import Any
-
-from fastapi import FastAPI
-from starlette.routing import Mount
 
 INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\U000e0000-\U000e007f]")
 
@@ -39,25 +36,6 @@ def fill_path(path: str, operation: dict[str, Any], values: dict[str, str] | Non
         return chosen.get(name) or ("1" if types.get(name) == "integer" else "x")
 
     return re.sub(r"\{([^}:]+)(?::[^}]*)?\}", value, path)
-
-
-def app_routes(app: FastAPI) -> list[tuple[str, str, bool]]:
-    """(method, path, in the OpenAPI schema) for every route of the app, included routers flattened
-    (FastAPI >= 0.16x keeps them nested; older versions copy them into `app.routes`), mounts aside."""
-    try:
-        from fastapi.routing import iter_route_contexts
-    except ImportError:  # older FastAPI
-        routes: list[Any] = list(app.routes)
-    else:
-        routes = list(iter_route_contexts(app.routes))
-    found = []
-    for route in routes:
-        if isinstance(getattr(route, "original_route", route), Mount):
-            continue
-        methods = getattr(route, "methods", None) or {"GET"}
-        for method in sorted(set(methods) - {"HEAD"}):
-            found.append((method.lower(), str(route.path), bool(getattr(route, "include_in_schema", False))))
-    return found
 
 
 class PageAudit(HTMLParser):

@@ -22,10 +22,10 @@ from urllib.parse import quote
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from security.security_harness import app_routes, audit, form_csrf_token
+from security.security_harness import audit, form_csrf_token
 from sqlalchemy import func, select
 from support import faulty_http, server_command, tool
-from support.web import TOKEN, TOKEN_ENV, csrf_of, make_app, session_value, web_client
+from support.web import TOKEN, TOKEN_ENV, app_routes, csrf_of, make_app, session_value, web_client
 
 from monitor.collect.poller import Poller
 from monitor.config import Config, MonitorSettings, ServerConfig
@@ -157,6 +157,10 @@ def page_urls(world: World) -> dict[str, list[str]]:
         "/servers/{name}": ["/servers/hostile", "/servers/html-error"],
         "/servers/{name}/diff": ["/servers/hostile/diff", "/servers/hostile/diff?from=1&to=2"],
         "/servers/{name}/views/diff": ["/servers/hostile/views/diff?view=bare"],
+        "/servers/{name}/approve": [
+            f"/servers/hostile/approve?tool={quote(name, safe='')}&version=2&note={quote(SCRIPT)}"
+            for name in world.tool_names[:2]
+        ],
         "/servers/{name}/tools/{tool:toolname}": tools,
         "/servers/{name}/tool": [
             f"/servers/hostile/tool?tool={quote(name, safe='')}" for name in world.tool_names

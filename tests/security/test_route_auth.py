@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from security.security_harness import api_operations, app_routes, fill_path
-from support.web import AUTH, TOKEN, make_app, web_client
+from security.security_harness import api_operations, fill_path
+from support.web import AUTH, TOKEN, app_routes, make_app, web_client
 
 from monitor.approvals.hosts import HOOK_PATHS
 from monitor.store import PollOutcome, Store

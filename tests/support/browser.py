@@ -98,6 +98,53 @@ def overflows(page: Any) -> int:
     return max(0, width)
 
 
+BROKEN_WORDS = """(longest) => {
+  const segments = new Intl.Segmenter("en", { granularity: "word" });
+  const lines = (node, start, end) => {
+    const range = document.createRange();
+    range.setStart(node, start);
+    range.setEnd(node, end);
+    const boxes = [...range.getClientRects()].filter((box) => box.width > 0 && box.height > 0);
+    return boxes.filter((box) => Math.abs(box.top - boxes[0].top) > boxes[0].height / 2).length + 1;
+  };
+  const broken = [];
+  for (const cell of document.querySelectorAll("main td, main th")) {
+    const texts = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = texts.nextNode(); node; node = texts.nextNode()) {
+      for (const word of node.data.matchAll(/\\S+/g)) {
+        if (word[0].length > longest) continue;
+        for (const part of segments.segment(word[0])) {
+          const start = word.index + part.index;
+          if (part.isWordLike && lines(node, start, start + part.segment.length) > 1) broken.push(word[0]);
+        }
+      }
+    }
+  }
+  return broken;
+}"""
+
+
+def squeezed_buttons(page: Any) -> list[str]:
+    """The labels of the page's buttons drawn narrower than their own text (the Acknowledge button
+    once showed "A" at 1280 px)."""
+    found: list[str] = page.evaluate(
+        "() => [...document.querySelectorAll('main button')]"
+        ".filter(b => b.offsetParent && b.scrollWidth > b.clientWidth + 1)"
+        ".map(b => b.textContent)"
+    )
+    return found
+
+
+def broken_words(page: Any, longest: int = 10) -> list[str]:
+    """The words of at most `longest` characters (between spaces) that a table cell of the page
+    breaks, as the browser laid them out (from `Range.getClientRects`): set on two lines inside a
+    run of letters or digits, as Unicode's word segmentation (`Intl.Segmenter`) finds them. A line
+    may end at the punctuation inside a word, as in print: after the hyphen of "read-only", between
+    the `>` and `<` of `"><img`."""
+    found: list[str] = page.evaluate(BROKEN_WORDS, longest)
+    return found
+
+
 def shoot(page: Any, name: str, *, publish: bool = False) -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"

@@ -9,6 +9,9 @@ behind. Its clock stands at `NOW` unless a test gives another (`clock=None`: the
     with web_client(store, auth=None, follow_redirects=False) as browser:   # has to sign in
     with web_client(store, auth="session") as browser:       # a browser that signed in already
     with web_client(store, token=None, auth=None) as client: # no token configured: read-only
+
+`app_routes` lists every route of an app, for the tests that check each one; `page_text` is the
+text a page shows, its markup left out.
 """
 
 from __future__ import annotations
@@ -18,14 +21,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Literal, TypedDict, Unpack
+from html.parser import HTMLParser
+from typing import Any, Literal, TypedDict, Unpack
 
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from starlette.routing import Mount
 
 from monitor.app import create_app
 from monitor.config import Config, MonitorSettings
-from monitor.core.roles import CONFIG_NAME, Role
+from monitor.core.roles import CONFIG_NAME, DEFAULT_TOKEN_NAME, Role
 from monitor.identity.signin import SESSION_COOKIE
 from monitor.identity.storage import create_token
 from monitor.notify.alerts import Alerting
@@ -123,9 +128,10 @@ def session_value(app: FastAPI, who: str = CONFIG_NAME, *, at: float | None = No
 def add_token(
     store: Store, name: str, role: Role | str, *, expires: timedelta | None = None, at: datetime = NOW
 ) -> str:
-    """A named token made as `drift-monitor token create` makes it (by `config`, at `at`); its secret."""
+    """A named token made as the configured token makes it over the API (by `DEFAULT_TOKEN_NAME`, at
+    `at`); its secret."""
     with store.sessions.begin() as session:
-        _, secret = create_token(session, name, Role(role), by=CONFIG_NAME, now=at, expires=expires)
+        _, secret = create_token(session, name, Role(role), by=DEFAULT_TOKEN_NAME, now=at, expires=expires)
     return secret
 
 
@@ -164,3 +170,48 @@ def environment(name: str, value: str | None) -> Iterator[None]:
             os.environ.pop(name, None)
         else:
             os.environ[name] = before
+
+
+def app_routes(app: FastAPI) -> list[tuple[str, str, bool]]:
+    """(method, path, in the OpenAPI schema) for every route of the app, included routers flattened
+    (FastAPI >= 0.16x keeps them nested; older versions copy them into `app.routes`), mounts aside."""
+    try:
+        from fastapi.routing import iter_route_contexts
+    except ImportError:  # older FastAPI
+        routes: list[Any] = list(app.routes)
+    else:
+        routes = list(iter_route_contexts(app.routes))
+    found = []
+    for route in routes:
+        if isinstance(getattr(route, "original_route", route), Mount):
+            continue
+        methods = getattr(route, "methods", None) or {"GET"}
+        for method in sorted(set(methods) - {"HEAD"}):
+            found.append((method.lower(), str(route.path), bool(getattr(route, "include_in_schema", False))))
+    return found
+
+
+class _Text(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._hidden = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._hidden += tag in ("head", "script", "style")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._hidden -= tag in ("head", "script", "style")
+
+    def handle_data(self, data: str) -> None:
+        if not self._hidden:
+            self.parts.append(data)
+
+
+def page_text(html: str) -> str:
+    """The text a page shows (its body's, entities read, tags and attributes left out), with the
+    white space of the markup kept: enough to find a sentence the page reads, however it is marked up."""
+    parser = _Text()
+    parser.feed(html)
+    parser.close()
+    return "".join(parser.parts)

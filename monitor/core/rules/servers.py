@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from monitor.core.findings import Finding, Severity
 from monitor.core.rules.catalog import PollFacts, Rule, Verdict, rule
 from monitor.core.text import make_visible
+from monitor.core.times import utc_text
 
 # --- server-unreachable ----------------------------------------------------------------------------
 
@@ -250,7 +251,7 @@ def session_long_lived(
         None,
         None,
         None,
-        f"Session {make_visible(session_id)} on {server} has been open since {connected_at.isoformat()}, "
+        f"Session {make_visible(session_id)} on {server} has been open since {utc_text(connected_at)}, "
         f"longer than {max_age}.",
         detail={"session_id": session_id},
     )

@@ -52,6 +52,19 @@ def alert_diffs(session: Session, alert_ids: Sequence[int]) -> dict[int, tuple[i
     return {int(alert_id): (int(old), int(new)) for alert_id, old, new in rows}
 
 
+def finding_alerts(session: Session, finding_ids: Sequence[int]) -> dict[int, int]:
+    """The alert each of these findings opened or joined, by finding id (a finding below the alert
+    threshold, or muted by a silence, has none)."""
+    if not finding_ids:
+        return {}
+    rows = session.execute(
+        select(AlertFinding.finding_id, AlertFinding.alert_id).where(
+            AlertFinding.finding_id.in_(list(finding_ids))
+        )
+    ).all()
+    return {int(finding): int(alert) for finding, alert in rows}
+
+
 def diff_alert_ids(session: Session, server_id: int, old_version: int, new_version: int) -> list[int]:
     """The alerts that findings between two versions of a server raised or joined, worst first,
     then newest (the diff page links back to them); at most 20."""
