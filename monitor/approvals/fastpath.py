@@ -4,9 +4,10 @@ Every tool call a host makes is a request here, and through the whole app (the r
 matching over every page, FastAPI's dependencies and validation, the middleware that pages need, a
 hop to a thread and back) one cost about thirty times what a plain ASGI app reading the same body
 and looking the tool up costs (docs/approvals.md, "The decision path"). `DecisionFastPath` sits in
-front of the app's own layers (`monitor.web.front`), inside the lane's door
-(`monitor.approvals.lane.Admission`, so a burst is still admitted in order) and the security
-headers, and answers those requests itself, on the event loop:
+front of the app's own layers (`monitor.web.front`) and of the layer that adds the security headers
+(it writes them on its own answers: one layer less per decision), inside the lane's door
+(`monitor.approvals.lane.Admission`, so a burst is still admitted in order), and answers those
+requests itself, on the event loop:
 
 - the caller is identified by its token alone, as the API identifies every caller
   (`Identity.identify_token`: the configured token compared in memory, a named one looked up in the

@@ -4,7 +4,7 @@ Starlette builds every `add_middleware` layer inside its error middleware, behin
 (telemetry checks that read the environment at each request, a body limit): layers every page needs.
 A host's hook call is answered before all of them (`monitor.approvals.fastpath`), so the few layers
 that every answer needs, the security headers and the decision lane's door, and the fast path
-itself, are put in front here, outermost first in the order they are added.
+itself, are put in front here; the last one added runs first.
 """
 
 from __future__ import annotations
