@@ -27,8 +27,6 @@ know. Those answers (401, 403, 404, 413, 422) are the app's, word for word.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -43,10 +41,10 @@ from monitor.approvals.api import DecisionIn
 from monitor.approvals.cache import INLINE, NotReady
 from monitor.approvals.hosts import HostAdapter
 from monitor.approvals.hosts.base import Hook, read_body
-from monitor.approvals.lane import DecisionLane
+from monitor.approvals.lane import DecisionLane, read_within
 from monitor.approvals.point import Answer, DecisionPoint
 from monitor.core.roles import Caller, Permission, Via
-from monitor.identity.callers import Identity, decide_refusal
+from monitor.identity.callers import Identity, decide_refusal, token_in
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +106,7 @@ class DecisionFastPath:
         if refused is not None:
             hook = refused
         else:
-            body, complete = await _body(receive, headers, self.limit)
+            body, complete = await read_within(receive, self.limit, headers.get(b"content-length", b""))
             oversized = f"the hook input is larger than the {self.limit}-byte limit"
             hook = read_body(body) if complete else oversized
         return await self._decided(adapter.answer, self.point, hook)
@@ -120,7 +118,7 @@ class DecisionFastPath:
         if caller.via == Via.UNVERIFIED or not caller.may(Permission.DECIDE) or not _is_json(kind):
             await self.app(scope, receive, send)  # the app's refusal, audited, or its reading of the body
             return
-        body, complete = await _body(receive, headers, self.limit)
+        body, complete = await read_within(receive, self.limit, headers.get(b"content-length", b""))
         asked = _decision_in(body) if complete else None
         answer: Answer | None = None
         try:
@@ -155,7 +153,7 @@ class DecisionFastPath:
         """The caller by its token, as `Authenticate` identifies an API request; a database that cannot
         check the token makes it unverified (a deny for a hook, the app's 503 for the API)."""
         source = scope["client"][0] if scope.get("client") else "unknown"
-        secret = _secret(headers.get(b"authorization", b""), basic)
+        secret = token_in(headers.get(b"authorization", b"").decode("latin-1"), basic=basic)
         try:
             return self.identity.identify_token(secret, source)
         except SQLAlchemyError as exc:
@@ -183,46 +181,10 @@ def _headers(scope: Scope) -> dict[bytes, bytes]:
     return found
 
 
-def _secret(authorization: bytes, basic: bool) -> str | None:
-    """The token of `Authorization: Bearer <token>`, or (`basic`: ToolHive) the password of Basic
-    authentication, as `monitor.identity.callers.bearer_of` and `basic_password` read them."""
-    scheme, _, given = authorization.decode("latin-1").partition(" ")
-    if scheme.lower() == "bearer":
-        return given.strip() or None
-    if not basic or scheme.lower() != "basic":
-        return None
-    try:
-        decoded = base64.b64decode(given.strip(), validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
-        return None
-    return decoded.partition(":")[2] or None
-
-
 def _is_json(kind: bytes) -> bool:
     """A content type FastAPI reads as JSON: `application/json` or any `+json` type."""
     main, _, sub = kind.partition(b"/")
     return main == b"application" and (sub == b"json" or sub.endswith(b"+json"))
-
-
-async def _body(receive: Receive, headers: Mapping[bytes, bytes], limit: int) -> tuple[bytes, bool]:
-    """The body and True, or what was read of it and False once it is over `limit` bytes (by its
-    Content-Length before reading anything, or by counting)."""
-    declared = headers.get(b"content-length", b"")
-    if declared.isdigit() and int(declared) > limit:
-        return b"", False
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return b"".join(chunks), True
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        chunks.append(chunk)
-        if size > limit:
-            return b"".join(chunks), False
-        if not message.get("more_body", False):
-            return b"".join(chunks), True
 
 
 def _replaying(read: bytes, complete: bool, receive: Receive) -> Receive:

@@ -207,8 +207,8 @@ class Admission:
             return
         arrived = time.monotonic()
         if not await self.lane.enter(arrived + self.lane.max_wait):
-            body = await _body(receive, self.limit)
-            await answer(body)(scope, _nothing, send)
+            body, complete = await read_within(receive, self.limit)
+            await answer(body if complete else b"")(scope, _nothing, send)
             return
         admitted = time.monotonic()
         try:
@@ -217,21 +217,25 @@ class Admission:
             self.lane.leave(time.monotonic() - admitted)
 
 
-async def _body(receive: Receive, limit: int) -> bytes:
-    """The request's body, or b"" once it is over `limit` bytes (what is left is not read)."""
+async def read_within(receive: Receive, limit: int, declared: bytes = b"") -> tuple[bytes, bool]:
+    """The request's body and True, or what was read of it and False once it is over `limit` bytes
+    (by its Content-Length, `declared`, before reading anything, or by counting; what is left is not
+    read). The lane's busy answers and the decision path (`monitor.approvals.fastpath`) read so."""
+    if declared.isdigit() and int(declared) > limit:
+        return b"", False
     chunks: list[bytes] = []
     size = 0
     while True:
         message: Message = await receive()
         if message["type"] != "http.request":
-            return b""
+            return b"".join(chunks), True
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > limit:
-            return b""
         chunks.append(chunk)
+        if size > limit:
+            return b"".join(chunks), False
         if not message.get("more_body", False):
-            return b"".join(chunks)
+            return b"".join(chunks), True
 
 
 async def _nothing() -> Message:

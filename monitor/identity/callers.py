@@ -87,7 +87,7 @@ class Identity:
         could otherwise make a signed-in browser call the API, whose changes carry no CSRF token."""
         source = client_address(connection)
         self.signer.load()  # here, off the event loop: the form checks and pages sign with it
-        secret = bearer_of(connection) or (basic_password(connection) if basic else None)
+        secret = token_in(connection.headers.get("authorization", ""), basic=basic)
         if secret is not None or api:
             return self.identify_token(secret, source)
         if self.auth.proxy_header and trusted(source, self.auth.trusted_proxies):
@@ -155,19 +155,18 @@ class Identity:
         self.log.submit(Event(caller, action, target, self.clock(), result, dict(detail)))
 
 
-def bearer_of(connection: HTTPConnection) -> str | None:
-    scheme, _, given = connection.headers.get("authorization", "").partition(" ")
-    return given.strip() or None if scheme.lower() == "bearer" else None
-
-
-def basic_password(connection: HTTPConnection) -> str | None:
-    """ToolHive's HTTP PDP client sends no headers of its own, but Go sends the userinfo of its URL as
-    Basic authentication: `http://drift-monitor:<token>@host/...` carries the token as the password."""
-    scheme, _, value = connection.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "basic":
+def token_in(authorization: str, *, basic: bool) -> str | None:
+    """The token an `Authorization` header carries: `Bearer <token>`, or (`basic`) the password of
+    Basic authentication. ToolHive's HTTP PDP client sends no headers of its own, but Go sends the
+    userinfo of its URL as Basic authentication: `http://drift-monitor:<token>@host/...` carries the
+    token as the password."""
+    scheme, _, given = authorization.partition(" ")
+    if scheme.lower() == "bearer":
+        return given.strip() or None
+    if not basic or scheme.lower() != "basic":
         return None
     try:
-        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+        decoded = base64.b64decode(given.strip(), validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
         return None
     return decoded.partition(":")[2] or None
